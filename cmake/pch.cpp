@@ -1,0 +1,1 @@
+// Anchor for the precompiled torch header shared by every voxfit target.

@@ -1,0 +1,34 @@
+#pragma once
+// Boost.Program_options for one `voxfit <command>`: --help, --config FILE.ini (command line wins
+// over the file), --threads, and errors turned into one-line ConfigErrors.
+#include <boost/program_options.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace voxfit::cli {
+
+namespace po = boost::program_options;
+
+/// What a command declares: its options, positional arguments and a usage line.
+struct CommandSpec {
+  CommandSpec(std::string name_, std::string usage_, std::string summary_)
+      : name(std::move(name_)), usage(std::move(usage_)), summary(std::move(summary_)) {}
+  std::string name;     ///< "train", "data check"
+  std::string usage;    ///< "voxfit train --dataset D --model M [options]"
+  std::string summary;  ///< one sentence, printed under the usage line
+  po::options_description options{"Options"};
+  po::positional_options_description positional;
+};
+
+/// Parses `args` (after the command name). Returns false when --help was given (usage printed to
+/// stdout). A config file may hold keys at top level or in a [section] named after the command
+/// (spaces as dots: [data.check]); sections of other commands are ignored, unknown keys are errors.
+bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::variables_map& vm);
+
+/// The threads option every command takes, applied by parse_command.
+inline constexpr const char* kThreadsHelp =
+    "intra-op CPU threads for LibTorch (0 = one per hardware thread)";
+
+}  // namespace voxfit::cli

@@ -1,0 +1,37 @@
+#pragma once
+// Results and checkpoints are written to a temporary file beside the target and renamed into
+// place, so a reader (or a crash) never sees a half-written file.
+#include <filesystem>
+#include <string>
+
+namespace voxfit {
+
+/// Writes `content` to `path` atomically (temp file in the same folder, fsync, rename).
+/// Throws IoError naming the path on any failure; the previous file, if any, is left intact.
+void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+
+/// A temporary path beside `path` for writers that need a file name (torch::save, HDF5):
+/// write there, then call commit(); if the object dies uncommitted the temp file is removed.
+class AtomicPath {
+ public:
+  explicit AtomicPath(std::filesystem::path final_path);
+  ~AtomicPath();
+  AtomicPath(const AtomicPath&) = delete;
+  AtomicPath& operator=(const AtomicPath&) = delete;
+
+  const std::filesystem::path& temp() const { return temp_; }
+  const std::filesystem::path& final_path() const { return final_; }
+  /// fsyncs the temp file and renames it over the final path.
+  void commit();
+
+ private:
+  std::filesystem::path final_;
+  std::filesystem::path temp_;
+  bool committed_ = false;
+};
+
+/// Appends one line (a '\n' is added) with a single write and fsync: a journal entry is either
+/// whole or, if the process dies mid-write, a truncated last line that readers skip.
+void append_line_durable(const std::filesystem::path& path, const std::string& line);
+
+}  // namespace voxfit

@@ -1,0 +1,101 @@
+#pragma once
+// The one place for differences between LibTorch 1.13 (Debian 12, CPU) and 2.x (CUDA builds).
+// Everything else in voxfit calls these and never tests TORCH_VERSION itself.
+#include <ATen/autocast_mode.h>
+#include <ATen/ATen.h>
+#include <c10/core/Device.h>
+#include <torch/version.h>
+
+#include <optional>
+
+#if defined(VOXFIT_WITH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#define VOXFIT_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace voxfit::compat {
+
+/// True where LibTorch has the public scaled_dot_product_attention (flash / memory-efficient on CUDA).
+inline constexpr bool kHasPublicSdpa = VOXFIT_TORCH_AT_LEAST(2, 0);
+/// True where the CUDA caching allocator can record a memory history (snapshots).
+inline constexpr bool kHasMemoryHistory = VOXFIT_TORCH_AT_LEAST(2, 1);
+
+/// Fused softmax(q k^T * scale + mask) v through LibTorch's kernel (q, k, v: [B, H, L, D]).
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
+                                               const at::Tensor& v,
+                                               const std::optional<at::Tensor>& mask = std::nullopt) {
+  c10::optional<at::Tensor> m;
+  if (mask) m = *mask;
+#if VOXFIT_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, m, 0.0, false);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, m, 0.0, false, false));
+#endif
+}
+
+/// Turns autocast on or off for one device type and sets its dtype.
+inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
+#if VOXFIT_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+inline bool autocast_enabled(c10::DeviceType device) {
+#if VOXFIT_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+/// Autocast for a scope, like Python's `with torch.autocast(...)`: restores the previous state and
+/// clears the cast cache when the outermost scope ends.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device, bool enabled, at::ScalarType dtype)
+      : device_(device), was_enabled_(autocast_enabled(device)) {
+    set_autocast(device, enabled, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    set_autocast(device_, was_enabled_, at::kFloat);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool was_enabled_;
+};
+
+#if defined(VOXFIT_WITH_CUDA)
+namespace cuda_alloc = c10::cuda::CUDACachingAllocator;
+
+/// The caching allocator's statistics for one device (the type was renamed in 2.x).
+inline auto device_stats(int device) {
+  return cuda_alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+}
+inline void reset_peak_stats(int device) {
+  cuda_alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+}
+inline void reset_accumulated_stats(int device) {
+  cuda_alloc::resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
+}
+inline void set_memory_fraction(double fraction, int device) {
+  cuda_alloc::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device));
+}
+#endif
+
+}  // namespace voxfit::compat

@@ -1,0 +1,16 @@
+#include <iostream>
+
+#include "voxfit/cli/commands.h"
+#include "voxfit/cli/options.h"
+
+namespace voxfit::cli {
+
+int cmd_predict(const Args& args) {
+  CommandSpec spec{"predict", "voxfit predict [options]", "Not implemented yet (issue #5)."};
+  po::variables_map vm;
+  if (!parse_command(spec, args, vm)) return 0;
+  std::cerr << "voxfit predict: not implemented yet (issue #5)\n";
+  return 2;
+}
+
+}  // namespace voxfit::cli

@@ -1,0 +1,3 @@
+#include "voxfit/cli/commands.h"
+
+int main(int argc, char** argv) { return voxfit::cli::run(argc, argv); }

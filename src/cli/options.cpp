@@ -1,0 +1,104 @@
+#include "voxfit/cli/options.h"
+
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "voxfit/core/error.h"
+#include "voxfit/core/runtime.h"
+
+namespace voxfit::cli {
+
+namespace {
+
+std::string section_of(const std::string& command) {
+  std::string s = command;
+  for (char& c : s)
+    if (c == ' ') c = '.';
+  return s;
+}
+
+// Turns a config file into command-line tokens so the file is validated exactly like the command line.
+std::vector<std::string> config_tokens(const std::string& file, const std::string& command,
+                                       const po::options_description& desc) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(file + ": cannot open config file");
+  po::options_description none;
+  po::parsed_options parsed(&none);
+  try {
+    parsed = po::parse_config_file(in, none, /*allow_unregistered=*/true);
+  } catch (const po::error& e) {
+    throw ConfigError(file + ": " + e.what());
+  }
+  const std::string own = section_of(command) + ".";
+  // A key in the command's own section overrides the same key at top level.
+  std::map<std::string, std::string> values;
+  for (const auto& opt : parsed.options) {
+    std::string key = opt.string_key;
+    const bool in_section = key.find('.') != std::string::npos;
+    if (in_section) {
+      if (key.compare(0, own.size(), own) != 0 || key.size() == own.size()) continue;  // another command's section
+      key = key.substr(own.size());
+    }
+    const std::string value = opt.value.empty() ? std::string() : opt.value.front();
+    if (in_section || !values.count(key)) values[key] = value;
+  }
+  std::vector<std::string> tokens;
+  for (const auto& [key, value] : values) {
+    const po::option_description* d = desc.find_nothrow(key, false);
+    if (d == nullptr || key == "config" || key == "help")
+      throw ConfigError(file + ": unknown key '" + key + "' for 'voxfit " + command + "'");
+    if (d->semantic()->max_tokens() == 0) {
+      if (value == "true" || value == "1" || value == "yes" || value == "on")
+        tokens.push_back("--" + key);
+      else if (!(value == "false" || value == "0" || value == "no" || value == "off"))
+        throw ConfigError(file + ": key '" + key + "' takes true or false, not '" + value + "'");
+      continue;
+    }
+    tokens.push_back("--" + key + "=" + value);
+  }
+  return tokens;
+}
+
+}  // namespace
+
+bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::variables_map& vm) {
+  po::options_description generic("General");
+  generic.add_options()("help,h", "print this help and exit")(
+      "config", po::value<std::string>()->value_name("FILE.ini"),
+      "read options from an .ini file (the command line wins)")(
+      "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp);
+  po::options_description all;
+  all.add(spec.options).add(generic);
+
+  const std::string where = "voxfit " + spec.name;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(spec.positional).run(), vm);
+  } catch (const po::error& e) {
+    throw ConfigError(where + ": " + e.what() + " (see 'voxfit " + spec.name + " --help')");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << spec.usage << "\n\n" << spec.summary << "\n\n" << all << std::flush;
+    return false;
+  }
+  if (vm.count("config")) {
+    const std::string file = vm["config"].as<std::string>();
+    const auto tokens = config_tokens(file, spec.name, all);
+    try {
+      po::store(po::command_line_parser(tokens).options(all).run(), vm);
+    } catch (const po::error& e) {
+      throw ConfigError(file + ": " + e.what());
+    }
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(where + ": " + e.what() + " (see 'voxfit " + spec.name + " --help')");
+  }
+  const int threads = vm["threads"].as<int>();
+  if (threads < 0) throw ConfigError(where + ": --threads must be >= 0");
+  configure_threads(threads);
+  return true;
+}
+
+}  // namespace voxfit::cli

@@ -1,0 +1,98 @@
+#include "voxfit/core/runtime.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#if defined(VOXFIT_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace voxfit {
+
+std::string voxfit_version() { return VOXFIT_VERSION; }
+
+std::string torch_version() { return TORCH_VERSION; }
+
+bool cuda_available() { return torch::cuda::is_available(); }
+
+std::vector<GpuInfo> cuda_devices() {
+  std::vector<GpuInfo> out;
+#if defined(VOXFIT_WITH_CUDA)
+  if (!cuda_available()) return out;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return out;
+  int previous = 0;
+  cudaGetDevice(&previous);
+  for (int i = 0; i < count; ++i) {
+    GpuInfo g;
+    g.index = i;
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    g.name = prop.name;
+    g.major = prop.major;
+    g.minor = prop.minor;
+    g.multiprocessors = prop.multiProcessorCount;
+    size_t free_b = 0, total_b = 0;
+    cudaSetDevice(i);
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      g.free_bytes = free_b;
+      g.total_bytes = total_b;
+    }
+    out.push_back(g);
+  }
+  cudaSetDevice(previous);
+#endif
+  return out;
+}
+
+std::string cuda_runtime_version() {
+#if defined(VOXFIT_WITH_CUDA)
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+#endif
+  return "none";
+}
+
+std::string cudnn_version() {
+  if (!at::detail::getCUDAHooks().hasCuDNN()) return "none";
+  const long v = at::detail::getCUDAHooks().versionCuDNN();
+  // cuDNN >= 9 encodes major*10000 + minor*100 + patch; cuDNN 8 major*1000 + minor*100 + patch.
+  if (v >= 90000)
+    return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 100) + "." + std::to_string(v % 100);
+}
+
+int hardware_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+int configure_threads(int intra_op_threads) {
+  const int n = intra_op_threads > 0 ? intra_op_threads : hardware_threads();
+  at::set_num_threads(n);
+  return at::get_num_threads();
+}
+
+HostMemory host_memory() {
+  HostMemory m;
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string key;
+    std::uint64_t kib = 0;
+    ss >> key >> kib;
+    if (key == "MemTotal:") m.total_bytes = kib * 1024;
+    if (key == "MemAvailable:") m.available_bytes = kib * 1024;
+  }
+  return m;
+}
+
+}  // namespace voxfit

@@ -1,0 +1,59 @@
+#pragma once
+// What every voxfit test may use: the shared data folder, the voxfit binary, a scratch folder,
+// and running the binary as a user would.
+#include <gtest/gtest.h>
+#include <torch/types.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace voxfit::test {
+
+namespace fs = std::filesystem;
+
+/// ../shared beside the project (VOXFIT_SHARED overrides, e.g. on the GPU machine).
+inline fs::path shared_dir() {
+  if (const char* env = std::getenv("VOXFIT_SHARED")) return env;
+  return VOXFIT_TEST_SHARED_DIR;
+}
+/// The real TotalSegmentator volumes.
+inline fs::path totalseg_dir() { return shared_dir() / "data" / "totalsegmentator"; }
+/// Debian's demo MRI (insighttoolkit5-examples), 7 classes on the same grid.
+inline fs::path demo_mri_dir() { return "/usr/share/doc/insighttoolkit5-examples/examples/Data"; }
+inline fs::path source_dir() { return VOXFIT_TEST_SOURCE_DIR; }
+inline fs::path voxfit_binary() { return VOXFIT_TEST_BINARY; }
+
+/// A fresh folder under the system temp dir, removed with the fixture.
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("voxfit_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    torch::manual_seed(0);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!HasFailure()) fs::remove_all(dir_, ec);
+  }
+  const fs::path& dir() const { return dir_; }
+
+ private:
+  fs::path dir_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs `voxfit ARGS` through the shell (ARGS already quoted as needed) and captures its output.
+RunResult run_voxfit(const std::string& args);
+
+}  // namespace voxfit::test
