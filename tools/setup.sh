@@ -11,13 +11,14 @@ cd "$(dirname "$0")/.."
 
 say() { echo "setup: $*" >&2; }
 
-if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+if [ "$codename" != bookworm ] || ! command -v apt-get >/dev/null 2>&1; then
   if [ -f .devdeps/deps.tar.xz ]; then
     say "no apt here: unpacking the carried Debian builds from .devdeps/"
     bash .devdeps/unpack-deps.sh -q
     exit 0
   fi
-  say "ERROR: no apt-get and no .devdeps/deps.tar.xz (run ../shared/device/pack-deps.sh on Debian)"
+  say "ERROR: not Debian 12 and no .devdeps/deps.tar.xz (run ../shared/device/pack-deps.sh on Debian 12)"
   exit 1
 fi
 

@@ -20,7 +20,11 @@ inline fs::path shared_dir() {
 /// The real TotalSegmentator volumes.
 inline fs::path totalseg_dir() { return shared_dir() / "data" / "totalsegmentator"; }
 /// Debian's demo MRI (insighttoolkit5-examples), 7 classes on the same grid.
-inline fs::path demo_mri_dir() { return "/usr/share/doc/insighttoolkit5-examples/examples/Data"; }
+/// VOXFIT_DEMO_MRI_DIR overrides (the GPU machine has no Debian packages).
+inline fs::path demo_mri_dir() {
+  if (const char* env = std::getenv("VOXFIT_DEMO_MRI_DIR")) return env;
+  return "/usr/share/doc/insighttoolkit5-examples/examples/Data";
+}
 inline fs::path source_dir() { return VOXFIT_TEST_SOURCE_DIR; }
 inline fs::path voxfit_binary() { return VOXFIT_TEST_BINARY; }
 

@@ -1,0 +1,75 @@
+#pragma once
+// The contract between every network and the rest of voxfit (train, sweep, bench): one base
+// module, a context that says what the network is built for, and a name -> factory registry.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace voxfit::models {
+
+/// How transformer blocks compute attention: `math` is the explicit matmul-softmax, `sdpa` is
+/// LibTorch's fused scaled_dot_product_attention (2.x), `auto` picks sdpa where it exists.
+enum class AttentionMode { kAuto, kMath, kSdpa };
+/// Activation checkpointing: none, each transformer block / UNet stage, or every block.
+enum class CheckpointMode { kNone, kBlocks, kAll };
+
+/// What a network is built for; set from the CLI (`--in-channels`, `--classes`, `--patch`,
+/// `--attention`, `--checkpoint`, `--channels-last`) and from model parameters.
+struct ModelContext {
+  int in_channels = 1;
+  int num_classes = 14;
+  std::vector<int64_t> patch = {96, 96, 96};  ///< spatial input size (3 values for 3D nets, 2 for 2D)
+  AttentionMode attention = AttentionMode::kAuto;
+  CheckpointMode checkpoint = CheckpointMode::kNone;
+  bool channels_last = false;
+  /// Architecture parameters by name (e.g. "feature_size" -> "24"); unknown names are errors.
+  std::map<std::string, std::string> params;
+};
+
+enum class TaskKind { kSegmentation3d, kClassification2d };
+
+/// Base of every voxfit network.
+class NetworkImpl : public torch::nn::Module {
+ public:
+  /// Segmentation: logits [B, classes, D, H, W] at full resolution first, then the lower-resolution
+  /// deep-supervision outputs (highest first) while the module is training; only the first in eval.
+  /// Classification: one tensor [B, classes].
+  virtual std::vector<torch::Tensor> forward(const torch::Tensor& x) = 0;
+  virtual TaskKind task() const = 0;
+  /// Throws ModelError naming the offending dimensions if `shape` ([B, C, spatial...]) is not an
+  /// input this network accepts.
+  virtual void check_input(const std::vector<int64_t>& shape) const = 0;
+};
+using Network = std::shared_ptr<NetworkImpl>;
+
+/// One settable architecture parameter of a registered network.
+struct ModelParam {
+  std::string name;           ///< snake_case, as in ModelContext::params and `--name` on the CLI (dashes)
+  std::string default_value;  ///< the reference setting, as text
+  std::string help;
+};
+
+struct ModelEntry {
+  std::string name;      ///< "unetr"
+  std::string summary;   ///< one line for `voxfit models`
+  TaskKind task;
+  std::vector<ModelParam> params;
+  std::function<Network(const ModelContext&)> make;
+};
+
+/// Every network, in the order `voxfit models` lists them.
+const std::vector<ModelEntry>& registry();
+/// The entry of `name`; throws ConfigError listing the known names.
+const ModelEntry& find_model(const std::string& name);
+/// Builds `name` for `ctx` (validates params and shapes; throws ConfigError / ModelError).
+Network make_model(const std::string& name, const ModelContext& ctx);
+
+/// Number of parameters (elements) of a module.
+int64_t count_parameters(const torch::nn::Module& m);
+
+}  // namespace voxfit::models

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On the GPU machine: build voxfit against python3's CUDA LibTorch (2.x) with the carried Debian
+# builds of ITK/HDF5/Boost/GTest/json, and run the test suite there.
+#   carry: .devdeps (from ../shared/device/pack-deps.sh) and .shared-data (tools/stage-device-data.sh)
+# Logs go to $OUT when it is set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/voxfit-device}
+mkdir -p "$out"
+export VOXFIT_TORCH=python
+export VOXFIT_SHARED="$PWD/.shared-data"
+export VOXFIT_DEMO_MRI_DIR="$PWD/.shared-data/demo"
+export VOXFIT_CMAKE_ARGS="${VOXFIT_CMAKE_ARGS:-} -DCMAKE_CUDA_ARCHITECTURES=90"
+start=$(date +%s)
+if ! bash tools/build.sh >"$out/build.log" 2>&1; then
+  grep -E "error|Error" "$out/build.log" | head -30
+  echo "device-build: BUILD FAILED (log: build.log)"
+  exit 1
+fi
+echo "device-build: built in $(( $(date +%s) - start )) s"
+source .devdeps/env
+if [ "${1:-}" != --no-tests ]; then
+  (cd build-cuda && ctest --output-on-failure -j8 >"$out/ctest.log" 2>&1)
+  tail -4 "$out/ctest.log"
+  grep -E "Failed|\*\*\*" "$out/ctest.log" | head -20
+fi
