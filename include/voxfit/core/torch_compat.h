@@ -19,6 +19,8 @@ namespace voxfit::compat {
 
 /// True where LibTorch has the public scaled_dot_product_attention (flash / memory-efficient on CUDA).
 inline constexpr bool kHasPublicSdpa = VOXFIT_TORCH_AT_LEAST(2, 0);
+/// True where LibTorch has the fused (multi-tensor, one kernel) AdamW for CUDA.
+inline constexpr bool kHasFusedAdamW = VOXFIT_TORCH_AT_LEAST(2, 1);
 /// True where the CUDA caching allocator can record a memory history (snapshots).
 inline constexpr bool kHasMemoryHistory = VOXFIT_TORCH_AT_LEAST(2, 1);
 
@@ -32,6 +34,21 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
   return at::scaled_dot_product_attention(q, k, v, m, 0.0, false);
 #else
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v, m, 0.0, false, false));
+#endif
+}
+
+/// LibTorch's fused AdamW over tensor lists (one CUDA kernel for all parameters); skips the update
+/// where `found_inf` is non-zero. Returns false (and does nothing) where this LibTorch lacks it.
+inline bool fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                        at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
+                        double beta2, double weight_decay, double eps,
+                        const c10::optional<at::Tensor>& found_inf) {
+#if VOXFIT_TORCH_AT_LEAST(2, 1)
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+                    /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/c10::nullopt, found_inf);
+  return true;
+#else
+  return false;
 #endif
 }
 
@@ -56,6 +73,16 @@ inline bool autocast_enabled(c10::DeviceType device) {
   return at::autocast::is_autocast_enabled(device);
 #else
   return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+/// The dtype autocast casts to on one device type (whether or not autocast is on there).
+inline at::ScalarType autocast_dtype(c10::DeviceType device) {
+#if VOXFIT_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
 #endif
 }
 

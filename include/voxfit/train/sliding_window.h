@@ -1,0 +1,36 @@
+#pragma once
+// Whole-volume inference by overlapping patches with Gaussian importance weighting (nnU-Net), and
+// the Dice metric used for validation.
+#include <torch/types.h>
+
+#include <functional>
+#include <vector>
+
+namespace voxfit::train {
+
+struct SlidingWindowOptions {
+  std::vector<int64_t> patch = {96, 96, 96};  ///< window size (the training patch)
+  double overlap = 0.5;    ///< fraction of the window shared by neighbours, in [0, 1)
+  int64_t window_batch = 2;  ///< windows per forward pass
+  bool gaussian = true;    ///< importance weights peaked at the window centre (sigma = size/8)
+};
+
+/// A network in eval mode: [N, C, d, h, w] -> logits [N, K, d, h, w].
+using LogitsFn = std::function<torch::Tensor(const torch::Tensor&)>;
+
+/// nnU-Net's importance map: a Gaussian with sigma = size/8 per axis, maximum 1, no zeros.
+torch::Tensor gaussian_importance(const std::vector<int64_t>& patch, torch::Device device);
+
+/// Logits [K, D, H, W] (float32) for `image` [C, D, H, W]; volumes smaller than the window are
+/// padded with zeros and the padding is cropped again. Windows run on the image's device.
+torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsFn& net,
+                                       const SlidingWindowOptions& o);
+
+/// Dice per foreground class 1..K-1 of a predicted label map against the truth (both [D, H, W]
+/// class indices). A class absent from both gets NaN (left out of means, as nnU-Net does).
+std::vector<double> dice_per_class(const torch::Tensor& prediction, const torch::Tensor& truth, int64_t classes);
+
+/// Mean over the non-NaN entries; NaN if all are NaN.
+double nan_mean(const std::vector<double>& values);
+
+}  // namespace voxfit::train
