@@ -1,0 +1,77 @@
+#pragma once
+// The plan of a prepared cache (CACHE/plan.json): what the preprocessing did, so training reads
+// the cache and prediction repeats the same steps on new images.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace voxfit::data {
+
+namespace fs = std::filesystem;
+
+/// How a channel's intensities are normalised (nnU-Net's schemes).
+enum class Normalisation {
+  CT,      ///< clip to the training set's foreground 0.5/99.5 percentiles, z-score with its mean/std
+  ZScore,  ///< per case: z-score over the channel's non-zero voxels; zero voxels stay 0 (MRI)
+};
+std::string to_string(Normalisation n);
+
+struct ChannelNormalisation {
+  Normalisation scheme = Normalisation::ZScore;
+  // CT only: statistics of foreground intensities over the whole training set.
+  double lower = 0.0;  ///< 0.5th percentile
+  double upper = 0.0;  ///< 99.5th percentile
+  double mean = 0.0;
+  double std = 1.0;
+};
+
+struct PlanCase {
+  std::string id;
+  std::array<std::int64_t, 3> shape{};  ///< preprocessed grid (D, H, W)
+  std::vector<std::string> source_images;
+  std::string source_label;
+};
+
+struct Plan {
+  fs::path cache_dir;  ///< where plan.json was read from (not stored)
+  std::string dataset_name;
+  std::vector<std::string> channel_names;               ///< modality per channel ("CT", "T1")
+  std::vector<ChannelNormalisation> normalisation;      ///< per channel
+  std::array<double, 3> target_spacing{1.0, 1.0, 1.0};  ///< (x, y, z) mm of the preprocessed grid
+  std::array<double, 3> median_spacing{1.0, 1.0, 1.0};  ///< the dataset's, (x, y, z)
+  bool crop_to_nonzero = true;
+  /// Class k's value in the dataset's label files; label_values[0] == 0 is background.
+  std::vector<std::int64_t> label_values;
+  std::vector<std::string> class_names;  ///< per class
+  std::vector<PlanCase> cases;
+  std::int64_t foreground_samples_per_class = 10000;
+  std::string fingerprint;  ///< of the inputs and settings that produced the cache
+
+  int channels() const { return static_cast<int>(channel_names.size()); }
+  /// Classes including background (K: the network's output channels).
+  int num_classes() const { return static_cast<int>(label_values.size()); }
+  std::vector<std::string> case_ids() const;
+  /// CACHE/cases/ID.h5
+  fs::path case_file(const std::string& id) const;
+  /// The class index of a dataset label value, or -1 if the plan does not know it.
+  int class_of(std::int64_t label_value) const;
+};
+
+/// Reads CACHE/plan.json; throws IoError/ConfigError naming the file and the field.
+Plan load_plan(const fs::path& cache_dir);
+/// Writes CACHE/plan.json atomically.
+void save_plan(const Plan& plan);
+
+struct Split {
+  std::vector<std::string> train;
+  std::vector<std::string> validation;
+};
+
+/// A deterministic split: the ids are shuffled with `seed`, then round(fraction * n) of them
+/// (at least 1 when there are 2 or more cases, never all) go to validation. The same ids, fraction
+/// and seed always give the same split, whatever the order of `ids`.
+Split split_cases(std::vector<std::string> ids, double validation_fraction = 0.2, std::uint64_t seed = 12345);
+
+}  // namespace voxfit::data

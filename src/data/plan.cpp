@@ -1,0 +1,172 @@
+#include "voxfit/data/plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "voxfit/core/atomic_file.h"
+#include "voxfit/core/error.h"
+#include "voxfit/core/runtime.h"
+
+namespace voxfit::data {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr int kPlanFormat = 1;
+
+template <typename T, std::size_t N>
+std::array<T, N> to_array(const json& j, const std::string& where) {
+  if (!j.is_array() || j.size() != N)
+    throw ConfigError(where + ": expected a list of " + std::to_string(N) + " numbers");
+  std::array<T, N> a{};
+  for (std::size_t i = 0; i < N; ++i) a[i] = j[i].get<T>();
+  return a;
+}
+
+Normalisation normalisation_from(const std::string& s, const std::string& where) {
+  if (s == "ct") return Normalisation::CT;
+  if (s == "zscore") return Normalisation::ZScore;
+  throw ConfigError(where + ": unknown normalisation '" + s + "' (expected ct or zscore)");
+}
+
+}  // namespace
+
+std::string to_string(Normalisation n) { return n == Normalisation::CT ? "ct" : "zscore"; }
+
+std::vector<std::string> Plan::case_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& c : cases) ids.push_back(c.id);
+  return ids;
+}
+
+fs::path Plan::case_file(const std::string& id) const { return cache_dir / "cases" / (id + ".h5"); }
+
+int Plan::class_of(std::int64_t label_value) const {
+  const auto it = std::find(label_values.begin(), label_values.end(), label_value);
+  return it == label_values.end() ? -1 : static_cast<int>(it - label_values.begin());
+}
+
+void save_plan(const Plan& plan) {
+  json j;
+  j["format"] = kPlanFormat;
+  j["voxfit_version"] = voxfit_version();
+  j["dataset"] = plan.dataset_name;
+  j["fingerprint"] = plan.fingerprint;
+  j["channels"] = plan.channel_names;
+  json norm = json::array();
+  for (const auto& n : plan.normalisation) {
+    json c{{"scheme", to_string(n.scheme)}};
+    if (n.scheme == Normalisation::CT)
+      c.update({{"lower", n.lower}, {"upper", n.upper}, {"mean", n.mean}, {"std", n.std}});
+    norm.push_back(c);
+  }
+  j["normalisation"] = norm;
+  j["target_spacing"] = plan.target_spacing;
+  j["median_spacing"] = plan.median_spacing;
+  j["crop_to_nonzero"] = plan.crop_to_nonzero;
+  j["foreground_samples_per_class"] = plan.foreground_samples_per_class;
+  json classes = json::array();
+  for (std::size_t k = 0; k < plan.label_values.size(); ++k)
+    classes.push_back({{"class", k}, {"value", plan.label_values[k]}, {"name", plan.class_names.at(k)}});
+  j["classes"] = classes;
+  json cases = json::array();
+  for (const auto& c : plan.cases)
+    cases.push_back({{"id", c.id}, {"shape", c.shape}, {"images", c.source_images}, {"label", c.source_label}});
+  j["cases"] = cases;
+  write_file_atomic(plan.cache_dir / "plan.json", j.dump(2) + "\n");
+}
+
+Plan load_plan(const fs::path& cache_dir) {
+  const fs::path file = cache_dir / "plan.json";
+  std::ifstream in(file);
+  if (!in) throw IoError(file.string() + ": cannot open (expected a cache made by 'voxfit data prepare')");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw IoError(file.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  Plan p;
+  p.cache_dir = cache_dir;
+  std::string field;
+  try {
+    field = "format";
+    if (j.at("format").get<int>() != kPlanFormat)
+      throw IoError(file.string() + ": plan format " + j["format"].dump() + ", expected " +
+                    std::to_string(kPlanFormat) + " (prepare the cache again)");
+    field = "dataset";
+    p.dataset_name = j.at("dataset").get<std::string>();
+    field = "fingerprint";
+    p.fingerprint = j.at("fingerprint").get<std::string>();
+    field = "channels";
+    p.channel_names = j.at("channels").get<std::vector<std::string>>();
+    field = "normalisation";
+    for (const auto& n : j.at("normalisation")) {
+      ChannelNormalisation c;
+      c.scheme = normalisation_from(n.at("scheme").get<std::string>(), file.string() + ": normalisation");
+      if (c.scheme == Normalisation::CT) {
+        c.lower = n.at("lower").get<double>();
+        c.upper = n.at("upper").get<double>();
+        c.mean = n.at("mean").get<double>();
+        c.std = n.at("std").get<double>();
+      }
+      p.normalisation.push_back(c);
+    }
+    field = "target_spacing";
+    p.target_spacing = to_array<double, 3>(j.at("target_spacing"), file.string() + ": target_spacing");
+    field = "median_spacing";
+    p.median_spacing = to_array<double, 3>(j.at("median_spacing"), file.string() + ": median_spacing");
+    field = "crop_to_nonzero";
+    p.crop_to_nonzero = j.at("crop_to_nonzero").get<bool>();
+    field = "foreground_samples_per_class";
+    p.foreground_samples_per_class = j.at("foreground_samples_per_class").get<std::int64_t>();
+    field = "classes";
+    for (const auto& c : j.at("classes")) {
+      p.label_values.push_back(c.at("value").get<std::int64_t>());
+      p.class_names.push_back(c.at("name").get<std::string>());
+    }
+    field = "cases";
+    for (const auto& c : j.at("cases")) {
+      PlanCase pc;
+      pc.id = c.at("id").get<std::string>();
+      pc.shape = to_array<std::int64_t, 3>(c.at("shape"), file.string() + ": cases[].shape");
+      pc.source_images = c.at("images").get<std::vector<std::string>>();
+      pc.source_label = c.at("label").get<std::string>();
+      p.cases.push_back(std::move(pc));
+    }
+  } catch (const json::exception& e) {
+    throw IoError(file.string() + ": field '" + field + "': " + e.what());
+  }
+  if (p.normalisation.size() != p.channel_names.size())
+    throw IoError(file.string() + ": 'normalisation' has " + std::to_string(p.normalisation.size()) +
+                  " entries for " + std::to_string(p.channel_names.size()) + " channels");
+  if (p.label_values.empty() || p.label_values[0] != 0)
+    throw IoError(file.string() + ": 'classes' must start with background (value 0)");
+  return p;
+}
+
+Split split_cases(std::vector<std::string> ids, double validation_fraction, std::uint64_t seed) {
+  if (validation_fraction < 0.0 || validation_fraction >= 1.0)
+    throw ConfigError("validation fraction " + std::to_string(validation_fraction) + ": expected 0 <= f < 1");
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // A hand-rolled Fisher-Yates with mt19937_64: std::shuffle's use of the engine is
+  // implementation-defined, and splits must not change between standard libraries.
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng() % i]);
+  const std::size_t n = ids.size();
+  std::size_t n_val = static_cast<std::size_t>(std::llround(validation_fraction * static_cast<double>(n)));
+  if (validation_fraction > 0.0 && n >= 2) n_val = std::clamp<std::size_t>(n_val, 1, n - 1);
+  Split s;
+  s.validation.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_val));
+  s.train.assign(ids.begin() + static_cast<std::ptrdiff_t>(n_val), ids.end());
+  std::sort(s.validation.begin(), s.validation.end());
+  std::sort(s.train.begin(), s.train.end());
+  return s;
+}
+
+}  // namespace voxfit::data
