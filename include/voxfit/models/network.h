@@ -16,10 +16,20 @@ namespace voxfit::models {
 /// LibTorch's fused scaled_dot_product_attention (2.x), `auto` picks sdpa where it exists.
 enum class AttentionMode { kAuto, kMath, kSdpa };
 /// Activation checkpointing: none, each transformer block / UNet stage, or every block.
+/// What a "block" is per network is documented on each network's options (`checkpoint` field).
 enum class CheckpointMode { kNone, kBlocks, kAll };
+
+/// "auto" | "math" | "sdpa"; throws ConfigError naming `what` otherwise.
+AttentionMode parse_attention(const std::string& text, const std::string& what = "--attention");
+/// "none" | "blocks" | "all"; throws ConfigError naming `what` otherwise.
+CheckpointMode parse_checkpoint(const std::string& text, const std::string& what = "--checkpoint");
+std::string to_string(AttentionMode mode);
+std::string to_string(CheckpointMode mode);
 
 /// What a network is built for; set from the CLI (`--in-channels`, `--classes`, `--patch`,
 /// `--attention`, `--checkpoint`, `--channels-last`) and from model parameters.
+/// These defaults suit the 3D segmentation nets; each ModelEntry carries its own defaults
+/// (`ModelEntry::defaults`: 3 channels, 1000 classes, 224x224 for the 2D classifiers).
 struct ModelContext {
   int in_channels = 1;
   int num_classes = 14;
@@ -32,6 +42,8 @@ struct ModelContext {
 };
 
 enum class TaskKind { kSegmentation3d, kClassification2d };
+/// "3D segmentation" / "2D classification".
+std::string to_string(TaskKind task);
 
 /// Base of every voxfit network.
 class NetworkImpl : public torch::nn::Module {
@@ -44,6 +56,10 @@ class NetworkImpl : public torch::nn::Module {
   /// Throws ModelError naming the offending dimensions if `shape` ([B, C, spatial...]) is not an
   /// input this network accepts.
   virtual void check_input(const std::vector<int64_t>& shape) const = 0;
+  /// The shapes forward() returns for an input of `input_shape` in the current mode (training
+  /// or eval). Networks compute this from their architecture without running; the default runs
+  /// a forward pass on zeros under NoGradGuard.
+  virtual std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape);
 };
 using Network = std::shared_ptr<NetworkImpl>;
 
@@ -60,6 +76,11 @@ struct ModelEntry {
   TaskKind task;
   std::vector<ModelParam> params;
   std::function<Network(const ModelContext&)> make;
+  /// The context of the reference setting: channels, classes and patch where the generic
+  /// ModelContext defaults do not fit (2D nets: 3 channels, 1000 classes, 224x224).
+  ModelContext defaults;
+  /// Parameters of the network built from `defaults` (MONAI 1.3 / timm count; tested).
+  int64_t reference_parameters = 0;
 };
 
 /// Every network, in the order `voxfit models` lists them.
@@ -67,9 +88,17 @@ const std::vector<ModelEntry>& registry();
 /// The entry of `name`; throws ConfigError listing the known names.
 const ModelEntry& find_model(const std::string& name);
 /// Builds `name` for `ctx` (validates params and shapes; throws ConfigError / ModelError).
+/// Start `ctx` from find_model(name).defaults so the 2D nets get their own channels and size.
 Network make_model(const std::string& name, const ModelContext& ctx);
 
 /// Number of parameters (elements) of a module.
 int64_t count_parameters(const torch::nn::Module& m);
+
+/// Bytes of the static training state: fp32 weights, their gradients and AdamW's two moments
+/// (16 bytes a parameter); activations and workspace come on top.
+inline int64_t static_training_bytes(int64_t parameters) { return parameters * 16; }
+
+/// "[2, 14, 96, 96, 96]".
+std::string shape_to_string(const std::vector<int64_t>& shape);
 
 }  // namespace voxfit::models

@@ -1,0 +1,27 @@
+#pragma once
+// The network options shared by every command that builds one (models, train, sweep, bench):
+// declared once here so the CLI and .ini files name them the same everywhere.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "voxfit/cli/options.h"
+#include "voxfit/models/network.h"
+
+namespace voxfit::cli {
+
+/// Adds a "Model" group to `spec`: --model, --in-channels, --classes, --patch (`96` or
+/// `96,96,64`), --attention, --checkpoint, --channels-last, and one string option
+/// `--<param-with-dashes>` per distinct ModelParam name in the registry (unset = the model's default).
+void add_model_options(CommandSpec& spec);
+
+/// The context for `model`: its registry entry's defaults (ModelEntry::defaults), overridden by
+/// every option the user gave. Throws ConfigError naming the option (also for a parameter the
+/// model does not have).
+models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model);
+
+/// "96" -> `dims` copies; "96,96,64" -> as given (must be `dims` values, each >= 1).
+/// Throws ConfigError naming `what`.
+std::vector<int64_t> parse_patch(const std::string& text, size_t dims, const std::string& what = "--patch");
+
+}  // namespace voxfit::cli

@@ -1,0 +1,55 @@
+#pragma once
+// The small layer factory every net builds from (MONAI's Conv/Norm/Act factories in spirit):
+// layers chosen by name and by 2D vs 3D, and the initialisations the reference nets use.
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/types.h>
+
+#include <string>
+
+namespace voxfit::models {
+
+/// A convolution of `spatial_dims` (2 or 3) dimensions with a cubic kernel.
+struct ConvSpec {
+  int64_t in = 1;
+  int64_t out = 1;
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  bool bias = false;
+  /// ConvTranspose: an upsampling by `stride` (kernel == stride, no padding in the references).
+  bool transposed = false;
+};
+
+/// Conv2d/Conv3d with MONAI's padding (kernel - stride + 1) / 2, i.e. "same" for stride 1 and
+/// odd kernels; ConvTranspose2d/3d when `spec.transposed`.
+torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& spec);
+
+/// Normalisation by name: "instance" (InstanceNorm without affine parameters, MONAI's default),
+/// "instance_affine" (nnU-Net's), "batch", "none". Throws ConfigError naming `what` otherwise.
+torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_t channels,
+                               const std::string& what = "norm_name");
+/// True if `name` is one make_norm accepts.
+bool is_norm_name(const std::string& name);
+
+/// Activation by name: "leakyrelu" (slope 0.01, as nnU-Net and MONAI), "relu", "gelu" (exact).
+torch::nn::AnyModule make_act(const std::string& name);
+
+/// Fills `t` from N(0, std) truncated to [a, b] (absolute bounds, as timm's and MONAI's
+/// trunc_normal_), by inverting the normal CDF like PyTorch's implementation.
+void trunc_normal_(torch::Tensor t, double std = 0.02, double a = -2.0, double b = 2.0);
+
+/// timm's ViT init over every submodule of `m`: Linear weights trunc-normal(0.02), biases 0;
+/// LayerNorm weight 1, bias 0. Convolutions keep LibTorch's default (as in timm and MONAI).
+void init_transformer_weights(torch::nn::Module& m);
+
+/// Moves every 4-D / 5-D parameter and buffer of `m` to ChannelsLast / ChannelsLast3d, so
+/// convolutions run in that layout (inputs are converted in the nets' forward).
+void to_channels_last(torch::nn::Module& m);
+
+/// The memory format a net's conv input should use.
+inline c10::MemoryFormat conv_memory_format(int spatial_dims, bool channels_last) {
+  if (!channels_last) return c10::MemoryFormat::Contiguous;
+  return spatial_dims == 3 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
+}
+
+}  // namespace voxfit::models

@@ -1,0 +1,65 @@
+#pragma once
+// ResNet-50 v1.5 as timm and torchvision build it: bottlenecks with the stride on the 3x3 conv.
+#include <torch/arg.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <vector>
+
+#include "voxfit/models/network.h"
+
+namespace voxfit::models {
+
+/// 1x1 reduce, 3x3 (strided), 1x1 expand (x4), each with BatchNorm; projection shortcut where
+/// the shape changes.
+class BottleneckImpl : public torch::nn::Module {
+ public:
+  BottleneckImpl(int64_t in, int64_t width, int64_t stride);
+  torch::Tensor forward(const torch::Tensor& x);
+  /// timm's zero_init_last: the residual branch starts as zero, so each block starts as identity.
+  void zero_init_last();
+
+ private:
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr}, down_bn_{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+/// Defaults: resnet50 (25,557,032 parameters).
+struct ResNetOptions {
+  TORCH_ARG(int64_t, in_channels) = 3;
+  TORCH_ARG(int64_t, num_classes) = 1000;
+  /// Bottlenecks in each of the four stages (3,4,6,3 = ResNet-50; 3,4,23,3 = ResNet-101).
+  TORCH_ARG(std::vector<int64_t>, blocks_per_stage) = std::vector<int64_t>{3, 4, 6, 3};
+  /// Zero the last BatchNorm of every bottleneck (timm's default init).
+  TORCH_ARG(bool, zero_init_last) = true;
+  /// `blocks`: each bottleneck; `all`: the stem too. BatchNorm running statistics are updated
+  /// again by the recomputation.
+  TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;
+  TORCH_ARG(bool, channels_last) = false;
+};
+
+/// Input constraints: [B, in_channels, H, W] with H, W >= 32 (five stride-2 steps).
+class ResNetImpl : public NetworkImpl {
+ public:
+  explicit ResNetImpl(const ResNetOptions& options = {});
+  std::vector<torch::Tensor> forward(const torch::Tensor& x) override;
+  TaskKind task() const override { return TaskKind::kClassification2d; }
+  void check_input(const std::vector<int64_t>& shape) const override;
+  std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
+
+  const ResNetOptions& options() const { return options_; }
+
+ private:
+  ResNetOptions options_;
+  torch::nn::Conv2d conv1_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr};
+  std::vector<Bottleneck> blocks_;
+  torch::nn::Linear fc_{nullptr};
+};
+TORCH_MODULE(ResNet);
+
+}  // namespace voxfit::models

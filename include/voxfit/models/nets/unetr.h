@@ -1,0 +1,75 @@
+#pragma once
+// UNETR (Hatamizadeh et al. 2022) as MONAI 1.3 builds it: a ViT encoder on 16^3 patches whose
+// hidden states feed a convolutional decoder through skip connections.
+#include <torch/arg.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "voxfit/models/blocks/conv_blocks.h"
+#include "voxfit/models/blocks/transformer.h"
+#include "voxfit/models/network.h"
+
+namespace voxfit::models {
+
+/// Defaults: MONAI 1.3's UNETR at 96^3, 1 channel in, 14 out (92,784,046 parameters).
+struct UNETROptions {
+  TORCH_ARG(int64_t, in_channels) = 1;
+  TORCH_ARG(int64_t, num_classes) = 14;
+  /// Input size the learned position embedding is built for (each a multiple of 16).
+  TORCH_ARG(std::vector<int64_t>, img_size) = std::vector<int64_t>{96, 96, 96};
+  /// Decoder width at full resolution (x2, x4, x8 deeper).
+  TORCH_ARG(int64_t, feature_size) = 16;
+  TORCH_ARG(int64_t, hidden_size) = 768;
+  TORCH_ARG(int64_t, mlp_dim) = 3072;
+  TORCH_ARG(int64_t, num_heads) = 12;
+  /// Transformer layers; the skips take the outputs of layers L/4, L/2 and 3L/4 (MONAI's 3, 6, 9
+  /// zero-based for 12) and the final normalised output. At least 4.
+  TORCH_ARG(int64_t, num_layers) = 12;
+  /// MONAI 1.3's UNETR default: no bias on the q/k/v projection.
+  TORCH_ARG(bool, qkv_bias) = false;
+  /// A make_norm name for the decoder (MONAI's "instance": no affine parameters).
+  TORCH_ARG(std::string, norm) = "instance";
+  /// Residual (UnetResBlock) or plain (UnetBasicBlock) decoder blocks.
+  TORCH_ARG(bool, res_block) = true;
+  TORCH_ARG(AttentionMode, attention) = AttentionMode::kAuto;
+  /// `blocks`: each transformer layer; `all`: every decoder block too.
+  TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;
+  TORCH_ARG(bool, channels_last) = false;
+};
+
+/// Input constraints: [B, in_channels, D, H, W] with (D, H, W) == img_size, which must be
+/// divisible by 16 (the patch size, which the decoder's four x2 upsamplings undo).
+class UNETRImpl : public NetworkImpl {
+ public:
+  static constexpr int64_t kPatch = 16;
+
+  explicit UNETRImpl(const UNETROptions& options = {});
+  std::vector<torch::Tensor> forward(const torch::Tensor& x) override;
+  TaskKind task() const override { return TaskKind::kSegmentation3d; }
+  void check_input(const std::vector<int64_t>& shape) const override;
+  std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
+
+  const UNETROptions& options() const { return options_; }
+
+ private:
+  torch::Tensor tokens_to_volume(const torch::Tensor& tokens) const;
+
+  UNETROptions options_;
+  std::vector<int64_t> grid_;
+  torch::nn::Conv3d patch_embed_{nullptr};
+  torch::Tensor pos_embed_;
+  std::vector<TransformerBlock> blocks_;
+  torch::nn::LayerNorm norm_{nullptr};
+  UnetBlock encoder1_{nullptr};
+  UnetrPrUpBlock encoder2_{nullptr}, encoder3_{nullptr}, encoder4_{nullptr};
+  UnetrUpBlock decoder5_{nullptr}, decoder4_{nullptr}, decoder3_{nullptr}, decoder2_{nullptr};
+  torch::nn::AnyModule out_;
+};
+TORCH_MODULE(UNETR);
+
+}  // namespace voxfit::models

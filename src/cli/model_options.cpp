@@ -1,0 +1,107 @@
+#include "voxfit/cli/model_options.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "voxfit/core/error.h"
+
+namespace voxfit::cli {
+
+namespace {
+
+std::string dashed(const std::string& name) {
+  std::string s = name;
+  std::replace(s.begin(), s.end(), '_', '-');
+  return s;
+}
+
+// One help line per distinct parameter: its meaning and each model's default.
+std::map<std::string, std::string> parameter_help() {
+  std::map<std::string, std::string> help, defaults;
+  for (const auto& entry : models::registry()) {
+    for (const auto& p : entry.params) {
+      if (!help.count(p.name)) help[p.name] = p.help;
+      defaults[p.name] += (defaults[p.name].empty() ? "" : "; ") + entry.name + ": " + p.default_value;
+    }
+  }
+  for (auto& [name, text] : help) text += " [" + defaults[name] + "]";
+  return help;
+}
+
+int positive(const po::variables_map& vm, const std::string& key) {
+  const int v = vm[key].as<int>();
+  if (v < 1) throw ConfigError("--" + key + " must be >= 1, got " + std::to_string(v));
+  return v;
+}
+
+}  // namespace
+
+void add_model_options(CommandSpec& spec) {
+  po::options_description group("Model");
+  group.add_options()
+      ("model", po::value<std::string>()->value_name("NAME"), "network name (voxfit models lists them)")
+      ("in-channels", po::value<int>()->value_name("N"),
+       "input channels [model default: 1 for the 3D nets, 3 for the 2D ones]")
+      ("classes", po::value<int>()->value_name("N"),
+       "output classes [model default: 14 for the 3D nets, 1000 for the 2D ones]")
+      ("patch", po::value<std::string>()->value_name("SIZE"),
+       "input size: one value for every axis or one per axis (96,96,64) [model default: 96 3D, 224 2D]")
+      ("attention", po::value<std::string>()->default_value("auto")->value_name("MODE"),
+       "attention kernel: auto (sdpa where LibTorch 2.x has it), math or sdpa")
+      ("checkpoint", po::value<std::string>()->default_value("none")->value_name("MODE"),
+       "activation checkpointing: none, blocks (transformer blocks, UNet encoder stages, ResNet "
+       "bottlenecks) or all (every block)")
+      ("channels-last", po::bool_switch(), "channels-last memory format (ChannelsLast3d for 3D nets)");
+  for (const auto& [name, help] : parameter_help())
+    group.add_options()(dashed(name).c_str(), po::value<std::string>()->value_name("VALUE"), help.c_str());
+  spec.options.add(group);
+}
+
+std::vector<int64_t> parse_patch(const std::string& text, size_t dims, const std::string& what) {
+  std::vector<int64_t> sizes;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 1)
+      throw ConfigError(what + ": expected positive integers like 96 or 96,96,64, got '" + text + "'");
+    sizes.push_back(v);
+  }
+  if (sizes.size() == 1) sizes.assign(dims, sizes.front());
+  if (sizes.size() != dims)
+    throw ConfigError(what + ": expected 1 or " + std::to_string(dims) + " sizes for this model, got '" + text + "'");
+  return sizes;
+}
+
+models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model) {
+  const models::ModelEntry& entry = models::find_model(model);
+  models::ModelContext ctx = entry.defaults;
+  if (vm.count("in-channels")) ctx.in_channels = positive(vm, "in-channels");
+  if (vm.count("classes")) ctx.num_classes = positive(vm, "classes");
+  if (vm.count("patch")) ctx.patch = parse_patch(vm["patch"].as<std::string>(), entry.defaults.patch.size());
+  if (vm.count("attention")) ctx.attention = models::parse_attention(vm["attention"].as<std::string>());
+  if (vm.count("checkpoint")) ctx.checkpoint = models::parse_checkpoint(vm["checkpoint"].as<std::string>());
+  if (vm.count("channels-last")) ctx.channels_last = vm["channels-last"].as<bool>();
+  for (const auto& [name, help] : parameter_help()) {
+    const std::string key = dashed(name);
+    if (!vm.count(key) || vm[key].as<std::string>().empty()) continue;
+    const bool own = std::any_of(entry.params.begin(), entry.params.end(),
+                                 [&n = name](const models::ModelParam& p) { return p.name == n; });
+    if (!own) {
+      std::string names;
+      for (const auto& p : entry.params) names += (names.empty() ? "" : ", ") + ("--" + dashed(p.name));
+      throw ConfigError("--" + key + " is not a parameter of " + model + " (its parameters: " + names + ")");
+    }
+    ctx.params[name] = vm[key].as<std::string>();
+  }
+  return ctx;
+}
+
+}  // namespace voxfit::cli

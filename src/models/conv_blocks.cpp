@@ -1,0 +1,85 @@
+#include "voxfit/models/blocks/conv_blocks.h"
+
+#include <torch/torch.h>
+
+#include "voxfit/models/blocks/layers.h"
+
+namespace voxfit::models {
+
+ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) {
+  for (int64_t i = 0; i < o.num_convs(); ++i) {
+    const auto n = std::to_string(i);
+    convs_.push_back(make_conv(o.spatial_dims(), {i == 0 ? o.in() : o.out(), o.out(), o.kernel(),
+                                                  i == 0 ? o.stride() : 1, o.bias(), false}));
+    norms_.push_back(make_norm(o.norm(), o.spatial_dims(), o.out()));
+    acts_.push_back(make_act(o.act()));
+    register_module("conv" + n, convs_.back().ptr());
+    register_module("norm" + n, norms_.back().ptr());
+  }
+}
+
+torch::Tensor ConvStackImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = x;
+  for (size_t i = 0; i < convs_.size(); ++i)
+    y = acts_[i].forward(norms_[i].forward(convs_[i].forward(y)));
+  return y;
+}
+
+UnetBlockImpl::UnetBlockImpl(const UnetBlockOptions& o) : residual_(o.residual()) {
+  const int d = o.spatial_dims();
+  conv1_ = make_conv(d, {o.in(), o.out(), o.kernel(), o.stride(), false, false});
+  conv2_ = make_conv(d, {o.out(), o.out(), o.kernel(), 1, false, false});
+  norm1_ = make_norm(o.norm(), d, o.out());
+  norm2_ = make_norm(o.norm(), d, o.out());
+  act_ = make_act("leakyrelu");
+  register_module("conv1", conv1_.ptr());
+  register_module("conv2", conv2_.ptr());
+  register_module("norm1", norm1_.ptr());
+  register_module("norm2", norm2_.ptr());
+  project_ = residual_ && (o.in() != o.out() || o.stride() != 1);
+  if (project_) {
+    conv3_ = make_conv(d, {o.in(), o.out(), 1, o.stride(), false, false});
+    norm3_ = make_norm(o.norm(), d, o.out());
+    register_module("conv3", conv3_.ptr());
+    register_module("norm3", norm3_.ptr());
+  }
+}
+
+torch::Tensor UnetBlockImpl::forward(const torch::Tensor& x) {
+  auto y = act_.forward(norm1_.forward(conv1_.forward(x)));
+  y = norm2_.forward(conv2_.forward(y));
+  if (!residual_) return act_.forward(y);
+  const auto shortcut = project_ ? norm3_.forward(conv3_.forward(x)) : x;
+  return act_.forward(y + shortcut);
+}
+
+UnetrPrUpBlockImpl::UnetrPrUpBlockImpl(const UnetrPrUpBlockOptions& o) {
+  transp_init_ = make_conv(3, {o.in(), o.out(), 2, 2, false, true});
+  register_module("transp_conv_init", transp_init_.ptr());
+  for (int64_t i = 0; i < o.num_layers(); ++i) {
+    const auto n = std::to_string(i);
+    transp_.push_back(make_conv(3, {o.out(), o.out(), 2, 2, false, true}));
+    blocks_.push_back(UnetBlock(UnetBlockOptions(o.out(), o.out()).norm(o.norm()).residual(o.residual())));
+    register_module("transp_conv" + n, transp_.back().ptr());
+    register_module("block" + n, blocks_.back());
+  }
+}
+
+torch::Tensor UnetrPrUpBlockImpl::forward(const torch::Tensor& x) {
+  auto y = transp_init_.forward(x);
+  for (size_t i = 0; i < blocks_.size(); ++i) y = blocks_[i]->forward(transp_[i].forward(y));
+  return y;
+}
+
+UnetrUpBlockImpl::UnetrUpBlockImpl(const UnetrUpBlockOptions& o) {
+  transp_ = make_conv(3, {o.in(), o.out(), 2, 2, false, true});
+  block_ = UnetBlock(UnetBlockOptions(2 * o.out(), o.out()).norm(o.norm()).residual(o.residual()));
+  register_module("transp_conv", transp_.ptr());
+  register_module("conv_block", block_);
+}
+
+torch::Tensor UnetrUpBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& skip) {
+  return block_->forward(torch::cat({transp_.forward(x), skip}, 1));
+}
+
+}  // namespace voxfit::models

@@ -1,0 +1,96 @@
+#include "voxfit/models/blocks/layers.h"
+
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/instancenorm.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/utils.h>
+
+#include <cmath>
+
+#include "voxfit/core/error.h"
+
+namespace voxfit::models {
+
+namespace nn = torch::nn;
+
+torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& s) {
+  TORCH_CHECK(spatial_dims == 2 || spatial_dims == 3, "make_conv: spatial_dims must be 2 or 3");
+  if (s.transposed) {
+    if (spatial_dims == 3)
+      return nn::AnyModule(nn::ConvTranspose3d(
+          nn::ConvTranspose3dOptions(s.in, s.out, s.kernel).stride(s.stride).bias(s.bias)));
+    return nn::AnyModule(nn::ConvTranspose2d(
+        nn::ConvTranspose2dOptions(s.in, s.out, s.kernel).stride(s.stride).bias(s.bias)));
+  }
+  const int64_t padding = (s.kernel - s.stride + 1) / 2;
+  if (spatial_dims == 3)
+    return nn::AnyModule(
+        nn::Conv3d(nn::Conv3dOptions(s.in, s.out, s.kernel).stride(s.stride).padding(padding).bias(s.bias)));
+  return nn::AnyModule(
+      nn::Conv2d(nn::Conv2dOptions(s.in, s.out, s.kernel).stride(s.stride).padding(padding).bias(s.bias)));
+}
+
+bool is_norm_name(const std::string& name) {
+  return name == "instance" || name == "instance_affine" || name == "batch" || name == "none";
+}
+
+torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_t channels,
+                               const std::string& what) {
+  if (!is_norm_name(name))
+    throw ConfigError(what + ": expected instance, instance_affine, batch or none, got '" + name + "'");
+  if (name == "none") return nn::AnyModule(nn::Identity());
+  if (name == "batch") {
+    if (spatial_dims == 3) return nn::AnyModule(nn::BatchNorm3d(channels));
+    return nn::AnyModule(nn::BatchNorm2d(channels));
+  }
+  const bool affine = name == "instance_affine";
+  if (spatial_dims == 3)
+    return nn::AnyModule(nn::InstanceNorm3d(nn::InstanceNorm3dOptions(channels).affine(affine)));
+  return nn::AnyModule(nn::InstanceNorm2d(nn::InstanceNorm2dOptions(channels).affine(affine)));
+}
+
+torch::nn::AnyModule make_act(const std::string& name) {
+  if (name == "leakyrelu") return nn::AnyModule(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.01)));
+  if (name == "relu") return nn::AnyModule(nn::ReLU());
+  if (name == "gelu") return nn::AnyModule(nn::GELU());
+  throw ConfigError("activation: expected leakyrelu, relu or gelu, got '" + name + "'");
+}
+
+void trunc_normal_(torch::Tensor t, double std, double a, double b) {
+  torch::NoGradGuard no_grad;
+  const auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
+  const double lo = cdf(a / std), hi = cdf(b / std);
+  t.uniform_(2 * lo - 1, 2 * hi - 1);
+  t.erfinv_();
+  t.mul_(std * std::sqrt(2.0));
+  t.clamp_(a, b);
+}
+
+void init_transformer_weights(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  for (const auto& child : m.modules(/*include_self=*/false)) {
+    if (auto* linear = child->as<nn::Linear>()) {
+      trunc_normal_(linear->weight, 0.02);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* ln = child->as<nn::LayerNorm>()) {
+      if (ln->weight.defined()) ln->weight.fill_(1.0);
+      if (ln->bias.defined()) ln->bias.zero_();
+    }
+  }
+}
+
+void to_channels_last(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  const auto convert = [](torch::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.dim() == 5) t.set_data(t.contiguous(c10::MemoryFormat::ChannelsLast3d));
+    if (t.dim() == 4) t.set_data(t.contiguous(c10::MemoryFormat::ChannelsLast));
+  };
+  for (auto& p : m.parameters()) convert(p);
+  for (auto& b : m.buffers()) convert(b);
+}
+
+}  // namespace voxfit::models

@@ -1,0 +1,100 @@
+#include "voxfit/models/nets/unet3d.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "voxfit/core/error.h"
+#include "voxfit/models/blocks/layers.h"
+#include "voxfit/models/checkpoint.h"
+#include "voxfit/models/shape_checks.h"
+
+namespace voxfit::models {
+
+namespace nn = torch::nn;
+
+UNet3DImpl::UNet3DImpl(const UNet3DOptions& o) : options_(o) {
+  if (o.stages() < 2) throw ModelError("unet3d: stages must be >= 2, got " + std::to_string(o.stages()));
+  if (o.base_features() < 1 || o.max_features() < o.base_features())
+    throw ModelError("unet3d: need 1 <= base_features <= max_features, got " +
+                     std::to_string(o.base_features()) + " and " + std::to_string(o.max_features()));
+  if (o.convs_per_stage() < 1)
+    throw ModelError("unet3d: convs_per_stage must be >= 1, got " + std::to_string(o.convs_per_stage()));
+  std::vector<int64_t> features;
+  for (int64_t s = 0; s < o.stages(); ++s)
+    features.push_back(std::min(o.base_features() << std::min<int64_t>(s, 20), o.max_features()));
+  for (int64_t s = 0; s < o.stages(); ++s) {
+    encoder_.push_back(ConvStack(ConvStackOptions(s == 0 ? o.in_channels() : features[s - 1], features[s])
+                                     .num_convs(o.convs_per_stage())
+                                     .stride(s == 0 ? 1 : 2)
+                                     .norm(o.norm())));
+    register_module("encoder" + std::to_string(s), encoder_.back());
+  }
+  // Decoder stage i brings stage (stages-1-i) up to the resolution of stage (stages-2-i).
+  for (int64_t i = 0; i + 1 < o.stages(); ++i) {
+    const int64_t below = features[o.stages() - 1 - i], skip = features[o.stages() - 2 - i];
+    const auto n = std::to_string(i);
+    upsample_.push_back(make_conv(3, {below, skip, 2, 2, true, true}));
+    decoder_.push_back(ConvStack(ConvStackOptions(2 * skip, skip).num_convs(o.convs_per_stage()).norm(o.norm())));
+    heads_.push_back(make_conv(3, {skip, o.num_classes(), 1, 1, true, false}));
+    register_module("transpconv" + n, upsample_.back().ptr());
+    register_module("decoder" + n, decoder_.back());
+    register_module("seg" + n, heads_.back().ptr());
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& m : modules(false)) {
+    torch::Tensor w, b;
+    if (auto* c = m->as<nn::Conv3d>()) w = c->weight, b = c->bias;
+    else if (auto* t = m->as<nn::ConvTranspose3d>()) w = t->weight, b = t->bias;
+    else continue;
+    nn::init::kaiming_normal_(w, 0.01);
+    if (b.defined()) b.zero_();
+  }
+  if (o.channels_last()) to_channels_last(*this);
+}
+
+void UNet3DImpl::check_input(const std::vector<int64_t>& shape) const {
+  check_channels("unet3d", shape, 3, options_.in_channels());
+  check_divisible("unet3d", shape, int64_t{1} << (options_.stages() - 1),
+                  "2^(stages-1) for " + std::to_string(options_.stages()) + " stages");
+}
+
+std::vector<torch::Tensor> UNet3DImpl::forward(const torch::Tensor& input) {
+  check_input(input.sizes().vec());
+  const auto x = input.contiguous(conv_memory_format(3, options_.channels_last()));
+  const bool main = checkpoints(options_.checkpoint(), true);
+  const bool rest = checkpoints(options_.checkpoint(), false);
+  std::vector<torch::Tensor> skips;
+  torch::Tensor h = x;
+  for (auto& stage : encoder_) {
+    h = maybe_checkpoint(main, is_training(), [stage](const torch::Tensor& in) mutable { return stage->forward(in); }, h);
+    skips.push_back(h);
+  }
+  const bool all_heads = is_training() && options_.deep_supervision();
+  std::vector<torch::Tensor> outputs;
+  const size_t n = decoder_.size();
+  for (size_t i = 0; i < n; ++i) {
+    auto up = upsample_[i];
+    auto stage = decoder_[i];
+    h = maybe_checkpoint(
+        rest, is_training(),
+        [up, stage](const std::vector<torch::Tensor>& in) mutable -> std::vector<torch::Tensor> {
+          return {stage->forward(torch::cat({up.forward(in[0]), in[1]}, 1))};
+        },
+        {h, skips[n - 1 - i]});
+    if (all_heads || i + 1 == n) outputs.push_back(heads_[i].forward(h));
+  }
+  std::reverse(outputs.begin(), outputs.end());
+  return outputs;
+}
+
+std::vector<std::vector<int64_t>> UNet3DImpl::output_shapes(const std::vector<int64_t>& in) {
+  check_input(in);
+  std::vector<std::vector<int64_t>> shapes;
+  const int64_t count = is_training() && options_.deep_supervision() ? options_.stages() - 1 : 1;
+  for (int64_t level = 0; level < count; ++level)
+    shapes.push_back({in[0], options_.num_classes(), in[2] >> level, in[3] >> level, in[4] >> level});
+  return shapes;
+}
+
+}  // namespace voxfit::models

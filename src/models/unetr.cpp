@@ -1,0 +1,117 @@
+#include "voxfit/models/nets/unetr.h"
+
+#include <torch/torch.h>
+
+#include "voxfit/core/error.h"
+#include "voxfit/models/blocks/layers.h"
+#include "voxfit/models/checkpoint.h"
+#include "voxfit/models/shape_checks.h"
+
+namespace voxfit::models {
+
+namespace nn = torch::nn;
+
+UNETRImpl::UNETRImpl(const UNETROptions& o) : options_(o) {
+  check_patch("unetr", o.img_size(), 3, kPatch, "the ViT's 16^3 patch embedding");
+  if (o.num_layers() < 4)
+    throw ModelError("unetr: num_layers must be >= 4 (skips from layers L/4, L/2, 3L/4), got " +
+                     std::to_string(o.num_layers()));
+  if (o.feature_size() < 1) throw ModelError("unetr: feature_size must be >= 1");
+  int64_t tokens = 1;
+  for (const int64_t s : o.img_size()) {
+    grid_.push_back(s / kPatch);
+    tokens *= s / kPatch;
+  }
+  const int64_t f = o.feature_size(), hidden = o.hidden_size();
+  patch_embed_ = register_module(
+      "patch_embedding", nn::Conv3d(nn::Conv3dOptions(o.in_channels(), hidden, kPatch).stride(kPatch)));
+  pos_embed_ = register_parameter("position_embeddings", torch::zeros({1, tokens, hidden}));
+  const auto block = TransformerBlockOptions()
+                         .hidden_size(hidden)
+                         .mlp_dim(o.mlp_dim())
+                         .num_heads(o.num_heads())
+                         .qkv_bias(o.qkv_bias())
+                         .attention(o.attention());
+  for (int64_t i = 0; i < o.num_layers(); ++i)
+    blocks_.push_back(register_module("block" + std::to_string(i), TransformerBlock(block)));
+  norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({hidden})));
+  encoder1_ = register_module(
+      "encoder1", UnetBlock(UnetBlockOptions(o.in_channels(), f).norm(o.norm()).residual(o.res_block())));
+  const auto pr_up = [&](int64_t out, int64_t layers) {
+    return UnetrPrUpBlock(UnetrPrUpBlockOptions(hidden, out, layers).norm(o.norm()).residual(o.res_block()));
+  };
+  encoder2_ = register_module("encoder2", pr_up(2 * f, 2));
+  encoder3_ = register_module("encoder3", pr_up(4 * f, 1));
+  encoder4_ = register_module("encoder4", pr_up(8 * f, 0));
+  const auto up = [&](int64_t in, int64_t out) {
+    return UnetrUpBlock(UnetrUpBlockOptions(in, out).norm(o.norm()).residual(o.res_block()));
+  };
+  decoder5_ = register_module("decoder5", up(hidden, 8 * f));
+  decoder4_ = register_module("decoder4", up(8 * f, 4 * f));
+  decoder3_ = register_module("decoder3", up(4 * f, 2 * f));
+  decoder2_ = register_module("decoder2", up(2 * f, f));
+  out_ = make_conv(3, {f, o.num_classes(), 1, 1, true, false});
+  register_module("out", out_.ptr());
+
+  for (auto& b : blocks_) init_transformer_weights(*b);
+  trunc_normal_(pos_embed_, 0.02);
+  if (o.channels_last()) to_channels_last(*this);
+}
+
+void UNETRImpl::check_input(const std::vector<int64_t>& shape) const {
+  check_channels("unetr", shape, 3, options_.in_channels());
+  check_divisible("unetr", shape, kPatch, "the ViT's 16^3 patch embedding");
+  check_spatial_equals("unetr", shape, options_.img_size(), "the grid of the learned position embedding");
+}
+
+torch::Tensor UNETRImpl::tokens_to_volume(const torch::Tensor& tokens) const {
+  return tokens.view({tokens.size(0), grid_[0], grid_[1], grid_[2], tokens.size(2)})
+      .permute({0, 4, 1, 2, 3})
+      .contiguous(conv_memory_format(3, options_.channels_last()));
+}
+
+std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
+  check_input(input.sizes().vec());
+  const auto x = input.contiguous(conv_memory_format(3, options_.channels_last()));
+  const bool train = is_training();
+  const bool main = checkpoints(options_.checkpoint(), true);
+  const bool rest = checkpoints(options_.checkpoint(), false);
+
+  auto h = patch_embed_(x).flatten(2).transpose(1, 2) + pos_embed_;
+  std::vector<torch::Tensor> hidden;
+  for (auto& block : blocks_) {
+    h = maybe_checkpoint(main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
+    hidden.push_back(h);
+  }
+  h = norm_(h);
+  const int64_t layers = options_.num_layers();
+  const auto skip = [&](int64_t quarter) { return tokens_to_volume(hidden[quarter * layers / 4]); };
+
+  const auto run = [&](auto module, const torch::Tensor& in) {
+    return maybe_checkpoint(rest, train, [module](const torch::Tensor& t) mutable { return module->forward(t); }, in);
+  };
+  const auto run_up = [&](UnetrUpBlock module, const torch::Tensor& in, const torch::Tensor& skip_in) {
+    return maybe_checkpoint(
+        rest, train,
+        [module](const std::vector<torch::Tensor>& t) mutable -> std::vector<torch::Tensor> {
+          return {module->forward(t[0], t[1])};
+        },
+        {in, skip_in});
+  };
+  const auto enc1 = run(encoder1_, x);
+  const auto enc2 = run(encoder2_, skip(1));
+  const auto enc3 = run(encoder3_, skip(2));
+  const auto enc4 = run(encoder4_, skip(3));
+  auto dec = run_up(decoder5_, tokens_to_volume(h), enc4);
+  dec = run_up(decoder4_, dec, enc3);
+  dec = run_up(decoder3_, dec, enc2);
+  dec = run_up(decoder2_, dec, enc1);
+  return {out_.forward(dec)};
+}
+
+std::vector<std::vector<int64_t>> UNETRImpl::output_shapes(const std::vector<int64_t>& in) {
+  check_input(in);
+  return {{in[0], options_.num_classes(), in[2], in[3], in[4]}};
+}
+
+}  // namespace voxfit::models

@@ -1,0 +1,69 @@
+#pragma once
+// Small settings of every registered network, shared by the models tests: each builds and runs
+// a forward/backward in well under a second on 2 CPU cores.
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "voxfit/models/network.h"
+
+namespace voxfit::test {
+
+struct SmallNet {
+  std::string model;
+  std::map<std::string, std::string> params;
+  std::vector<int64_t> patch;
+  int in_channels;
+  int classes;
+};
+
+/// One small, fast setting per network (all code paths: DS heads, shifted windows with padding,
+/// shrunken windows, v2 blocks, projection shortcuts).
+inline std::vector<SmallNet> small_nets() {
+  return {
+      {"unet3d", {{"stages", "4"}, {"base_features", "4"}, {"max_features", "12"}}, {16, 32, 16}, 2, 3},
+      {"unetr",
+       {{"feature_size", "4"}, {"hidden_size", "24"}, {"mlp_dim", "48"}, {"num_heads", "4"}, {"num_layers", "4"}},
+       {32, 32, 16},
+       1,
+       3},
+      // 64^3: the deepest map is 2^3; at 1^3 InstanceNorm has a single element and zeroes its input.
+      {"swin_unetr", {{"feature_size", "12"}, {"use_v2", "true"}}, {64, 64, 64}, 1, 3},
+      {"resnet50", {{"blocks_per_stage", "1,1,1,1"}, {"zero_init_last", "false"}}, {64, 64}, 3, 5},
+      {"vit_base_patch16_224",
+       {{"hidden_size", "32"}, {"mlp_dim", "64"}, {"num_heads", "4"}, {"num_layers", "2"}},
+       {32, 48},
+       3,
+       5},
+  };
+}
+
+inline models::ModelContext context_of(const SmallNet& n) {
+  models::ModelContext ctx = models::find_model(n.model).defaults;
+  ctx.params = n.params;
+  ctx.patch = n.patch;
+  ctx.in_channels = n.in_channels;
+  ctx.num_classes = n.classes;
+  return ctx;
+}
+
+inline std::vector<int64_t> input_shape(const SmallNet& n, int64_t batch) {
+  std::vector<int64_t> s = {batch, n.in_channels};
+  s.insert(s.end(), n.patch.begin(), n.patch.end());
+  return s;
+}
+
+/// A scalar that depends on every output element with a different weight, so every parameter
+/// that influences the outputs gets a non-zero gradient.
+inline torch::Tensor weighted_sum(const std::vector<torch::Tensor>& outputs) {
+  torch::Tensor loss = torch::zeros({});
+  for (const auto& o : outputs) {
+    const auto w = torch::linspace(-1.0, 1.0, o.numel()).view(o.sizes());
+    loss = loss + (o * w).sum();
+  }
+  return loss;
+}
+
+}  // namespace voxfit::test

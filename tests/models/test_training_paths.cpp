@@ -1,0 +1,199 @@
+// What training relies on: every parameter gets a gradient, checkpointing changes no gradient
+// bit, the math and sdpa attention paths agree, channels-last changes only the layout.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model_test_support.h"
+#include "voxfit/core/torch_compat.h"
+#include "voxfit/models/attention.h"
+#include "voxfit/models/checkpoint.h"
+#include "voxfit/models/network.h"
+
+namespace voxfit::models {
+namespace {
+
+class PerNetwork : public ::testing::TestWithParam<test::SmallNet> {};
+
+std::string label(const ::testing::TestParamInfo<test::SmallNet>& info) { return info.param.model; }
+
+// Gradients of one training step, by parameter name, for a net built from seed 0.
+std::map<std::string, torch::Tensor> step_gradients(const test::SmallNet& small, CheckpointMode mode,
+                                                    AttentionMode attention = AttentionMode::kMath) {
+  ModelContext ctx = test::context_of(small);
+  ctx.checkpoint = mode;
+  ctx.attention = attention;
+  torch::manual_seed(0);
+  const Network net = make_model(small.model, ctx);
+  net->train(true);
+  torch::manual_seed(1);
+  const auto input = torch::randn(test::input_shape(small, 1));
+  test::weighted_sum(net->forward(input)).backward();
+  std::map<std::string, torch::Tensor> grads;
+  for (const auto& p : net->named_parameters()) grads[p.key()] = p.value().grad();
+  return grads;
+}
+
+TEST_P(PerNetwork, EveryParameterReceivesAGradient) {
+  const auto grads = step_gradients(GetParam(), CheckpointMode::kNone);
+  ASSERT_FALSE(grads.empty());
+  for (const auto& [name, g] : grads) {
+    ASSERT_TRUE(g.defined()) << name << " has no gradient";
+    EXPECT_TRUE(torch::isfinite(g).all().item<bool>()) << name;
+    EXPECT_GT(g.abs().sum().item<double>(), 0.0) << name << " has an all-zero gradient";
+  }
+}
+
+TEST_P(PerNetwork, CheckpointingGivesBitwiseIdenticalGradients) {
+  const auto plain = step_gradients(GetParam(), CheckpointMode::kNone);
+  for (const auto mode : {CheckpointMode::kBlocks, CheckpointMode::kAll}) {
+    const auto checkpointed = step_gradients(GetParam(), mode);
+    ASSERT_EQ(checkpointed.size(), plain.size());
+    for (const auto& [name, g] : plain) {
+      const auto& c = checkpointed.at(name);
+      ASSERT_TRUE(c.defined()) << to_string(mode) << ": " << name << " has no gradient";
+      EXPECT_TRUE(torch::equal(g, c)) << to_string(mode) << ": " << name << " differs by up to "
+                                      << (g - c).abs().max().item<double>();
+    }
+  }
+}
+
+TEST_P(PerNetwork, ChannelsLastChangesOnlyTheLayout) {
+  const test::SmallNet& small = GetParam();
+  ModelContext ctx = test::context_of(small);
+  torch::manual_seed(0);
+  const Network plain = make_model(small.model, ctx);
+  ctx.channels_last = true;
+  torch::manual_seed(0);
+  const Network cl = make_model(small.model, ctx);
+  const auto format = ctx.patch.size() == 3 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
+  int converted = 0;
+  for (const auto& p : cl->parameters()) {
+    if (p.dim() == static_cast<int64_t>(ctx.patch.size()) + 2 && p.size(1) > 1 && p.size(2) * p.size(3) > 1) {
+      EXPECT_TRUE(p.is_contiguous(format));
+      ++converted;
+    }
+  }
+  EXPECT_GT(converted, 0);
+  plain->eval();
+  cl->eval();
+  torch::NoGradGuard no_grad;
+  const auto input = torch::randn(test::input_shape(small, 1));
+  const auto a = plain->forward(input)[0], b = cl->forward(input)[0];
+  EXPECT_TRUE(torch::allclose(a, b, 1e-4, 1e-4)) << (a - b).abs().max().item<double>();
+}
+
+TEST_P(PerNetwork, MathAndSdpaAttentionAgree) {
+  const test::SmallNet& small = GetParam();
+  if (small.model == "unet3d" || small.model == "resnet50") GTEST_SKIP() << "no attention in " << small.model;
+  ModelContext ctx = test::context_of(small);
+  const auto input = torch::randn(test::input_shape(small, 2));
+  std::vector<torch::Tensor> outs;
+  for (const auto mode : {AttentionMode::kMath, AttentionMode::kSdpa}) {
+    ctx.attention = mode;
+    torch::manual_seed(0);
+    const Network net = make_model(small.model, ctx);
+    net->eval();
+    torch::NoGradGuard no_grad;
+    outs.push_back(net->forward(input)[0]);
+  }
+  EXPECT_TRUE(torch::allclose(outs[0], outs[1], 1e-4, 1e-5)) << (outs[0] - outs[1]).abs().max().item<double>();
+  const auto g_math = step_gradients(small, CheckpointMode::kNone, AttentionMode::kMath);
+  const auto g_sdpa = step_gradients(small, CheckpointMode::kNone, AttentionMode::kSdpa);
+  for (const auto& [name, g] : g_math)
+    EXPECT_TRUE(torch::allclose(g, g_sdpa.at(name), 1e-3, 1e-5)) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Small, PerNetwork, ::testing::ValuesIn(test::small_nets()), label);
+
+TEST(Attention, MathAndSdpaAgreeWithBiasAndMask) {
+  torch::manual_seed(0);
+  // Swin layout: [B, windows, heads, n, d] with a per-head bias and a per-window mask.
+  const auto q = torch::randn({2, 3, 4, 10, 8}, torch::requires_grad());
+  const auto k = torch::randn({2, 3, 4, 10, 8}), v = torch::randn({2, 3, 4, 10, 8});
+  const auto bias = torch::randn({4, 10, 10});
+  const auto mask = torch::where(torch::rand({3, 1, 10, 10}) > 0.5, torch::full({}, -100.0f), torch::zeros({}));
+  const auto math = attention(q, k, v, bias, mask, AttentionMode::kMath);
+  const auto sdpa = attention(q, k, v, bias, mask, AttentionMode::kSdpa);
+  ASSERT_EQ(math.sizes(), q.sizes());
+  EXPECT_TRUE(torch::allclose(math, sdpa, 1e-5, 1e-5)) << (math - sdpa).abs().max().item<double>();
+  const auto gm = torch::autograd::grad({math.sum()}, {q})[0];
+  const auto gs = torch::autograd::grad({sdpa.sum()}, {q})[0];
+  EXPECT_TRUE(torch::allclose(gm, gs, 1e-4, 1e-5));
+
+  // Explicit softmax(q k^T / sqrt(d)) v for one window and head.
+  const auto s = torch::matmul(q[1][2][3], k[1][2][3].t()) / std::sqrt(8.0) + bias[3] + mask[2][0];
+  EXPECT_TRUE(torch::allclose(math[1][2][3], torch::matmul(s.softmax(-1), v[1][2][3]), 1e-5, 1e-6));
+}
+
+TEST(Attention, SdpaAgreesWithoutGradAndWithoutMask) {
+  torch::manual_seed(0);
+  const auto q = torch::randn({2, 4, 7, 16}), k = torch::randn({2, 4, 9, 16}), v = torch::randn({2, 4, 9, 16});
+  torch::NoGradGuard no_grad;
+  const auto math = attention(q, k, v, {}, {}, AttentionMode::kMath);
+  EXPECT_TRUE(torch::allclose(math, attention(q, k, v, {}, {}, AttentionMode::kSdpa), 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(math, attention(q, k, v, {}, {}, AttentionMode::kAuto), 1e-5, 1e-6));
+}
+
+TEST(Checkpoint, ParametersGetGradientsWhenNoInputRequiresGrad) {
+  torch::manual_seed(0);
+  const auto w = torch::randn({5, 5}, torch::requires_grad());
+  const auto x = torch::randn({3, 5});
+  const auto f = [w](const torch::Tensor& in) { return torch::tanh(torch::matmul(in, w)).pow(2); };
+  f(x).sum().backward();
+  const auto expected = w.grad().clone();
+  w.mutable_grad().zero_();
+  checkpoint(f, x).sum().backward();
+  EXPECT_TRUE(torch::equal(w.grad(), expected));
+}
+
+TEST(Checkpoint, InputGradientsAndSeveralOutputs) {
+  torch::manual_seed(0);
+  const auto a = torch::randn({4, 4}, torch::requires_grad());
+  const auto b = torch::randn({4, 4}, torch::requires_grad());
+  const BlockFn f = [](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> {
+    return {torch::sin(in[0]) * in[1], in[0].exp()};
+  };
+  auto plain = f({a, b});
+  const auto ga = torch::autograd::grad({plain[0].sum() + plain[1].mean()}, {a, b});
+  auto ck = checkpoint(f, {a, b});
+  EXPECT_TRUE(ck[0].requires_grad());
+  const auto gc = torch::autograd::grad({ck[0].sum() + ck[1].mean()}, {a, b});
+  EXPECT_TRUE(torch::equal(ga[0], gc[0]));
+  EXPECT_TRUE(torch::equal(ga[1], gc[1]));
+}
+
+TEST(Checkpoint, RecomputationSeesTheForwardsAutocastState) {
+  const auto w = torch::randn({8, 8}, torch::requires_grad());
+  std::vector<at::ScalarType> seen;
+  const auto f = [w, &seen](const torch::Tensor& in) {
+    auto y = torch::mm(in, w);
+    seen.push_back(y.scalar_type());
+    return y.to(torch::kFloat);
+  };
+  torch::Tensor out;
+  {
+    compat::AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+    out = checkpoint(f, torch::randn({4, 8}));
+  }
+  out.sum().backward();  // outside the autocast scope
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], at::kBFloat16);
+  EXPECT_EQ(seen[1], at::kBFloat16);
+  EXPECT_FALSE(compat::autocast_enabled(c10::DeviceType::CPU));
+}
+
+TEST(Checkpoint, NoRecomputationOutsideTraining) {
+  int calls = 0;
+  const auto f = [&calls](const torch::Tensor& in) {
+    ++calls;
+    return in * 2;
+  };
+  const auto x = torch::randn({3}, torch::requires_grad());
+  maybe_checkpoint(true, /*training=*/false, f, x).sum().backward();
+  EXPECT_EQ(calls, 1);
+  maybe_checkpoint(true, /*training=*/true, f, x).sum().backward();
+  EXPECT_EQ(calls, 3);
+}
+
+}  // namespace
+}  // namespace voxfit::models
