@@ -80,7 +80,8 @@ std::vector<int64_t> parse_patch(const std::string& text, size_t dims, const std
   return sizes;
 }
 
-models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model) {
+models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model,
+                                        bool only_own_params) {
   const models::ModelEntry& entry = models::find_model(model);
   models::ModelContext ctx = entry.defaults;
   if (vm.count("in-channels")) ctx.in_channels = positive(vm, "in-channels");
@@ -94,6 +95,7 @@ models::ModelContext model_context_from(const po::variables_map& vm, const std::
     if (!vm.count(key) || vm[key].as<std::string>().empty()) continue;
     const bool own = std::any_of(entry.params.begin(), entry.params.end(),
                                  [&n = name](const models::ModelParam& p) { return p.name == n; });
+    if (!own && only_own_params) continue;
     if (!own) {
       std::string names;
       for (const auto& p : entry.params) names += (names.empty() ? "" : ", ") + ("--" + dashed(p.name));

@@ -114,5 +114,17 @@ TEST(ModelOptions, BadValuesNameTheOption) {
   EXPECT_TRUE(contains(message({"--window-size", "5"}, "unetr"), "--window-size is not a parameter of unetr"));
 }
 
+TEST(ModelOptions, SweepsTakeOnlyEachModelsOwnParameters) {
+  cli::CommandSpec spec{"test", "voxfit test", "test"};
+  cli::add_model_options(spec);
+  cli::po::variables_map vm;
+  ASSERT_TRUE(cli::parse_command(spec, {"--window-size", "5", "--feature-size", "24"}, vm));
+  const auto unetr = cli::model_context_from(vm, "unetr", /*only_own_params=*/true);
+  EXPECT_EQ(unetr.params, (std::map<std::string, std::string>{{"feature_size", "24"}}));
+  const auto swin = cli::model_context_from(vm, "swin_unetr", /*only_own_params=*/true);
+  EXPECT_EQ(swin.params, (std::map<std::string, std::string>{{"feature_size", "24"}, {"window_size", "5"}}));
+  EXPECT_THROW(cli::model_context_from(vm, "unetr"), ConfigError);
+}
+
 }  // namespace
 }  // namespace voxfit

@@ -16,9 +16,11 @@ namespace voxfit::cli {
 void add_model_options(CommandSpec& spec);
 
 /// The context for `model`: its registry entry's defaults (ModelEntry::defaults), overridden by
-/// every option the user gave. Throws ConfigError naming the option (also for a parameter the
-/// model does not have).
-models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model);
+/// every option the user gave. Throws ConfigError naming the option, also for a parameter the
+/// model does not have unless `only_own_params` (a sweep over several models, where each takes
+/// the parameters it has and ignores the others').
+models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model,
+                                        bool only_own_params = false);
 
 /// "96" -> `dims` copies; "96,96,64" -> as given (must be `dims` values, each >= 1).
 /// Throws ConfigError naming `what`.
