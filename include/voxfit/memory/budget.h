@@ -1,0 +1,91 @@
+#pragma once
+// Memory budgets: "train as if on an RTX 3090 / an A40 / a card with N bytes". On CUDA the
+// caching allocator is capped (memory fraction) at what the emulated card leaves for tensors
+// once the CUDA context and cuBLAS/cuDNN workspaces, measured on this GPU, are paid; on CPU the
+// capped CPU allocator enforces the same number.
+#include <c10/core/Device.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "voxfit/memory/card_table.h"
+
+namespace voxfit::memory {
+
+class ScopedCpuBudget;
+
+enum class BudgetKind {
+  None,  ///< no cap (the CPU allocator still counts, for profiling)
+  Size,  ///< --vram: a card whose CUDA-visible memory is this many bytes
+  Card,  ///< --card: a card from the table
+};
+
+/// What the user asked for; parse_budget builds it from the CLI's two options.
+struct BudgetSpec {
+  BudgetKind kind = BudgetKind::None;
+  /// The emulated card's CUDA-visible memory (Size: the --vram value; Card: from the table).
+  std::uint64_t visible_bytes = 0;
+  std::optional<CardSpec> card;  ///< Card only
+  /// "none", "rtx3090", "24.00 GiB": stable names for journals and report columns.
+  std::string label() const;
+};
+
+/// --vram TEXT (a size for core's parse_bytes: "24GiB", "48GB") or --card ID (looked up in
+/// `table`), or neither (both empty). Both given, a bad size or an unknown id: ConfigError.
+BudgetSpec parse_budget(const std::string& vram_text, const std::string& card_id, const CardTable& table);
+
+/// What a budget became on this machine. All sizes in bytes.
+struct BudgetReport {
+  std::string label;   ///< BudgetSpec::label()
+  std::string device;  ///< "cuda:0", "cpu"
+  bool capped = false;
+  std::uint64_t visible_bytes = 0;       ///< the emulated card's CUDA-visible memory (0: none)
+  std::uint64_t overhead_bytes = 0;      ///< CUDA context + cuBLAS/cuDNN workspaces, measured here (0 on CPU)
+  std::uint64_t usable_bytes = 0;        ///< visible - overhead: the cap on tensor memory (0: none)
+  std::uint64_t device_total_bytes = 0;  ///< this GPU's CUDA-visible total; this host's RAM on CPU
+  double fraction = 1.0;                 ///< usable / device total: the caching allocator's memory fraction
+
+  nlohmann::json to_json() const;
+  /// A few human lines: "budget rtx3090 on cuda:0: visible 23.70 GiB - overhead 0.51 GiB = usable ...".
+  std::string to_text() const;
+};
+
+/// The memory a CUDA process pays before its first tensor, measured on `device`: total - free
+/// after creating the context and initialising cuBLAS and cuDNN (a small matmul and convolution),
+/// minus what the caching allocator itself has reserved by then. Other processes on the same GPU
+/// count as overhead too. UnsupportedError without CUDA.
+struct CudaContextOverhead {
+  std::uint64_t total_bytes = 0;
+  std::uint64_t free_bytes = 0;
+  std::uint64_t allocator_reserved_bytes = 0;
+  std::uint64_t overhead_bytes = 0;
+};
+CudaContextOverhead measure_cuda_context_overhead(int device);
+
+/// Computes the report for `spec` on `device` without capping anything (on CUDA it measures the
+/// overhead). BudgetError when the budget cannot be honoured here: larger than this GPU (or this
+/// host's RAM on CPU), or no larger than the measured overhead.
+BudgetReport plan_budget(const BudgetSpec& spec, const c10::Device& device);
+
+/// Applies a budget for its lifetime: on CUDA caps the caching allocator with the report's
+/// fraction (back to 1.0 on exit); on CPU installs a ScopedCpuBudget of usable_bytes (uncapped
+/// but counting for BudgetKind::None, so MemoryTracker works without a budget).
+class ScopedBudget {
+ public:
+  ScopedBudget(const BudgetSpec& spec, const c10::Device& device);
+  ~ScopedBudget();
+  ScopedBudget(const ScopedBudget&) = delete;
+  ScopedBudget& operator=(const ScopedBudget&) = delete;
+
+  const BudgetReport& report() const { return report_; }
+
+ private:
+  BudgetReport report_;
+  c10::Device device_;
+  std::unique_ptr<ScopedCpuBudget> cpu_;
+};
+
+}  // namespace voxfit::memory

@@ -1,0 +1,66 @@
+#pragma once
+// The GPU table (data/cards.csv): memory as CUDA reports it, bandwidth and peak rates, so that a
+// budget can emulate a card and the cards module can predict one. Provenance: data/README.md.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace voxfit::memory {
+
+/// Where a card's CUDA-visible memory comes from.
+enum class VisibleSource {
+  MeasuredPublicLog,  ///< a total_memory / cudaMemGetInfo value printed in a public log
+  Estimated,          ///< derived from a sibling card; data/README.md says how
+};
+
+/// One row of data/cards.csv. Rates are datasheet peaks without sparsity.
+struct CardSpec {
+  std::string id;    ///< "rtx3090": what --card takes
+  std::string name;  ///< the device name CUDA reports, e.g. "NVIDIA GeForce RTX 3090"
+  double memory_gb = 0;         ///< marketing size (GB)
+  double cuda_visible_mib = 0;  ///< total memory as cudaMemGetInfo / total_memory report it (MiB)
+  double bandwidth_gbs = 0;
+  int sms = 0;
+  int boost_mhz = 0;
+  double fp32_tflops = 0;
+  std::optional<double> fp16_tensor_tflops;  ///< FP16 tensor cores with FP32 accumulate; none without tensor cores
+  std::optional<double> tf32_tflops;         ///< none before Ampere
+  std::optional<double> bf16_tflops;         ///< none where the card has no BF16
+  double l2_mb = 0;
+  int tdp_w = 0;
+  VisibleSource visible_source = VisibleSource::Estimated;
+
+  /// CUDA-visible memory in bytes: where a budget emulating this card starts.
+  std::uint64_t cuda_visible_bytes() const;
+};
+
+/// The cards of one table file, in file order.
+class CardTable {
+ public:
+  CardTable(std::vector<CardSpec> cards, std::filesystem::path source);
+
+  /// The card with this id; ConfigError listing the known ids otherwise.
+  const CardSpec& at(const std::string& id) const;
+  /// The card with this id, or nullptr.
+  const CardSpec* find(const std::string& id) const;
+  const std::vector<CardSpec>& cards() const { return cards_; }
+  std::vector<std::string> ids() const;
+  /// The file the table was read from (for messages and reports).
+  const std::filesystem::path& source() const { return source_; }
+
+ private:
+  std::vector<CardSpec> cards_;
+  std::filesystem::path source_;
+};
+
+/// Reads a card table CSV (header row, then one card a line; empty rate fields mean "none").
+/// Throws IoError naming the file, line and column for an unreadable file, a missing or unknown
+/// column, a malformed number or a duplicate id.
+CardTable load_card_table(const std::filesystem::path& path);
+
+/// "measured-public-log" / "estimated", as in the CSV.
+std::string to_string(VisibleSource source);
+
+}  // namespace voxfit::memory

@@ -1,0 +1,118 @@
+#pragma once
+// Per-probe memory profile of training steps: peaks of forward, backward and optimiser step
+// separately, the static part (parameters, gradients, optimiser state), fragmentation, allocator
+// retries and OOMs. Reads the CUDA caching allocator's statistics, or the CPU budget's counters.
+#include <c10/core/Device.h>
+#include <nlohmann/json_fwd.hpp>
+#include <torch/types.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace voxfit::memory {
+
+/// The parts of a training step whose peaks are reported separately.
+enum class Phase { Forward, Backward, OptimizerStep };
+inline constexpr std::size_t kPhaseCount = 3;
+/// "forward", "backward", "optimizer_step".
+std::string to_string(Phase phase);
+
+/// Highest bytes seen while a phase was open (everything live then, static memory included).
+struct PhasePeak {
+  std::uint64_t allocated = 0;
+  std::uint64_t reserved = 0;  ///< CUDA: held by the caching allocator; CPU: equals allocated
+};
+
+/// Memory of the tensors that live across steps (unique storages, views counted once).
+struct StaticBytes {
+  std::uint64_t parameters = 0;
+  std::uint64_t gradients = 0;
+  std::uint64_t optimizer_state = 0;
+  std::uint64_t total() const { return parameters + gradients + optimizer_state; }
+};
+
+struct MemoryProfile {
+  std::string device;                   ///< "cpu", "cuda:0"
+  std::uint64_t baseline_allocated = 0;  ///< live bytes when the tracker was reset
+  std::uint64_t peak_allocated = 0;     ///< since reset, all phases and the time between them
+  std::uint64_t peak_reserved = 0;
+  /// peak_reserved - peak_allocated: cache held beyond the largest live set (0 on CPU).
+  std::uint64_t fragmentation_bytes = 0;
+  std::array<PhasePeak, kPhaseCount> phases{};  ///< indexed by Phase; zero for a phase never opened
+  StaticBytes static_bytes;
+  std::uint64_t alloc_retries = 0;  ///< CUDA: cache flushes and retried cudaMallocs since reset (0 on CPU)
+  std::uint64_t ooms = 0;           ///< allocations refused since reset
+
+  const PhasePeak& phase(Phase p) const { return phases[static_cast<std::size_t>(p)]; }
+  /// {"device", "baseline_allocated", "peak_allocated", ..., "phases": {"forward": {...}, ...}}; bytes.
+  nlohmann::json to_json() const;
+};
+
+/// Usage by the trainer, per probe:
+///   tracker.reset();
+///   for each step { { auto s = tracker.phase(Phase::Forward); ... } { auto s = tracker.phase(Phase::Backward); ... }
+///                   { auto s = tracker.phase(Phase::OptimizerStep); ... } }
+///   tracker.set_static_tensors(params, grads, optimizer_state);
+///   MemoryProfile p = tracker.profile();
+/// On CPU a ScopedCpuBudget (capped or not) must be alive: its allocator does the counting.
+/// Not thread-safe: phases are marked by the training thread.
+class MemoryTracker {
+ public:
+  /// Throws Error on CPU without an active ScopedCpuBudget, UnsupportedError for CUDA without CUDA.
+  explicit MemoryTracker(const c10::Device& device);
+
+  /// Starts a new profile: peaks, phase peaks and static bytes cleared, retries and OOMs counted
+  /// from here, baseline = live bytes now.
+  void reset();
+
+  /// Opens a phase (closing an open one): peaks seen until end_phase() count for it.
+  void begin_phase(Phase phase);
+  void end_phase();
+
+  /// Closes its phase when it goes out of scope, also when an OOM unwinds through it.
+  class PhaseScope {
+   public:
+    ~PhaseScope();
+    PhaseScope(PhaseScope&& other) noexcept;
+    PhaseScope(const PhaseScope&) = delete;
+    PhaseScope& operator=(const PhaseScope&) = delete;
+    PhaseScope& operator=(PhaseScope&&) = delete;
+
+   private:
+    friend class MemoryTracker;
+    explicit PhaseScope(MemoryTracker* tracker) : tracker_(tracker) {}
+    MemoryTracker* tracker_;
+  };
+  [[nodiscard]] PhaseScope phase(Phase phase);
+
+  /// The static part, from the tensors themselves (undefined tensors, e.g. gradients before the
+  /// first backward, are skipped; storages shared between tensors are counted once per list).
+  void set_static_tensors(const std::vector<at::Tensor>& parameters, const std::vector<at::Tensor>& gradients,
+                          const std::vector<at::Tensor>& optimizer_state);
+
+  /// The profile so far (the peak since the last phase boundary included).
+  MemoryProfile profile() const;
+
+  const c10::Device& device() const { return device_; }
+
+ private:
+  struct Reading {
+    std::uint64_t allocated = 0, allocated_peak = 0, reserved_peak = 0, retries = 0, ooms = 0;
+  };
+  Reading read() const;
+  void restart_device_peak();
+  void fold_peak(const Reading& r);
+
+  c10::Device device_;
+  MemoryProfile profile_;
+  Reading at_reset_;
+  std::optional<Phase> open_;
+};
+
+/// Bytes of the unique storages behind `tensors` (undefined ones skipped).
+std::uint64_t storage_bytes(const std::vector<at::Tensor>& tensors);
+
+}  // namespace voxfit::memory

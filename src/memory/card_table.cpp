@@ -1,0 +1,199 @@
+#include "voxfit/memory/card_table.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
+
+namespace voxfit::memory {
+
+namespace {
+
+// The columns a table must have; order in the file is free, so a column can be added later
+// without breaking readers that look fields up by name.
+constexpr std::array<const char*, 14> kColumns = {
+    "id",          "name",        "memory_gb",          "cuda_visible_mib", "bandwidth_gbs",
+    "sms",         "boost_mhz",   "fp32_tflops",        "fp16_tensor_tflops", "tf32_tflops",
+    "bf16_tflops", "l2_mb",       "tdp_w",              "visible_source"};
+
+std::string trim(const std::string& s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::vector<std::string> split_fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::string field;
+  std::istringstream in(line);
+  while (std::getline(in, field, ',')) out.push_back(trim(field));
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+// Locates one field for error messages: "cards.csv:7:4 (cuda_visible_mib)".
+struct Where {
+  const std::filesystem::path& file;
+  std::size_t line;
+  std::string where(std::size_t column, const std::string& name) const {
+    return file.string() + ":" + std::to_string(line) + ":" + std::to_string(column + 1) + " (" + name + ")";
+  }
+};
+
+class RowReader {
+ public:
+  RowReader(const Where& at, const std::vector<std::string>& fields, const std::map<std::string, std::size_t>& index)
+      : at_(at), fields_(fields), index_(index) {}
+
+  const std::string& text(const std::string& name) const { return fields_[index_.at(name)]; }
+
+  std::optional<double> optional_number(const std::string& name) const {
+    const std::size_t col = index_.at(name);
+    const std::string& s = fields_[col];
+    if (s.empty()) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || !std::isfinite(v) || v <= 0)
+      throw IoError(at_.where(col, name) + ": '" + s + "' is not a positive number");
+    return v;
+  }
+
+  double number(const std::string& name) const {
+    const auto v = optional_number(name);
+    if (!v) throw IoError(at_.where(index_.at(name), name) + ": a value is required");
+    return *v;
+  }
+
+  int integer(const std::string& name) const {
+    const double v = number(name);
+    if (v != std::floor(v) || v > 1e9)
+      throw IoError(at_.where(index_.at(name), name) + ": '" + text(name) + "' is not a whole number");
+    return static_cast<int>(v);
+  }
+
+  std::string id() const {
+    const std::string& s = text("id");
+    bool ok = !s.empty();
+    for (char c : s) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    if (!ok)
+      throw IoError(at_.where(index_.at("id"), "id") + ": '" + s +
+                    "' is not a card id (lower-case letters, digits and '_', as --card takes it)");
+    return s;
+  }
+
+  VisibleSource visible_source() const {
+    const std::string& s = text("visible_source");
+    if (s == to_string(VisibleSource::MeasuredPublicLog)) return VisibleSource::MeasuredPublicLog;
+    if (s == to_string(VisibleSource::Estimated)) return VisibleSource::Estimated;
+    throw IoError(at_.where(index_.at("visible_source"), "visible_source") + ": '" + s +
+                  "' is not one of measured-public-log, estimated");
+  }
+
+ private:
+  const Where& at_;
+  const std::vector<std::string>& fields_;
+  const std::map<std::string, std::size_t>& index_;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t CardSpec::cuda_visible_bytes() const {
+  return static_cast<std::uint64_t>(std::llround(cuda_visible_mib * static_cast<double>(kMiB)));
+}
+
+std::string to_string(VisibleSource source) {
+  return source == VisibleSource::MeasuredPublicLog ? "measured-public-log" : "estimated";
+}
+
+CardTable::CardTable(std::vector<CardSpec> cards, std::filesystem::path source)
+    : cards_(std::move(cards)), source_(std::move(source)) {}
+
+const CardSpec* CardTable::find(const std::string& id) const {
+  for (const auto& c : cards_)
+    if (c.id == id) return &c;
+  return nullptr;
+}
+
+const CardSpec& CardTable::at(const std::string& id) const {
+  if (const CardSpec* c = find(id)) return *c;
+  throw ConfigError("--card: unknown card '" + id + "' (known in " + source_.string() + ": " + join(ids()) + ")");
+}
+
+std::vector<std::string> CardTable::ids() const {
+  std::vector<std::string> out;
+  for (const auto& c : cards_) out.push_back(c.id);
+  return out;
+}
+
+CardTable load_card_table(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path.string() + ": cannot open the card table");
+
+  std::string line;
+  std::size_t line_no = 0;
+  std::map<std::string, std::size_t> index;
+  std::size_t n_fields = 0;
+  std::vector<CardSpec> cards;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (trim(line).empty()) continue;
+    const auto fields = split_fields(line);
+    const Where at{path, line_no};
+    if (index.empty()) {
+      for (std::size_t i = 0; i < fields.size(); ++i) {
+        const bool known = std::find(kColumns.begin(), kColumns.end(), fields[i]) != kColumns.end();
+        if (!known) throw IoError(at.where(i, fields[i]) + ": unknown column");
+        if (!index.emplace(fields[i], i).second) throw IoError(at.where(i, fields[i]) + ": column given twice");
+      }
+      std::vector<std::string> missing;
+      for (const char* c : kColumns)
+        if (!index.count(c)) missing.emplace_back(c);
+      if (!missing.empty())
+        throw IoError(path.string() + ":" + std::to_string(line_no) + ": header lacks the columns " + join(missing));
+      n_fields = fields.size();
+      continue;
+    }
+    if (fields.size() != n_fields)
+      throw IoError(path.string() + ":" + std::to_string(line_no) + ": expected " + std::to_string(n_fields) +
+                    " comma-separated fields, found " + std::to_string(fields.size()));
+    const RowReader row(at, fields, index);
+    CardSpec c;
+    c.id = row.id();
+    if (std::any_of(cards.begin(), cards.end(), [&](const CardSpec& o) { return o.id == c.id; }))
+      throw IoError(at.where(index.at("id"), "id") + ": card '" + c.id + "' is listed twice");
+    c.name = row.text("name");
+    c.memory_gb = row.number("memory_gb");
+    c.cuda_visible_mib = row.number("cuda_visible_mib");
+    c.bandwidth_gbs = row.number("bandwidth_gbs");
+    c.sms = row.integer("sms");
+    c.boost_mhz = row.integer("boost_mhz");
+    c.fp32_tflops = row.number("fp32_tflops");
+    c.fp16_tensor_tflops = row.optional_number("fp16_tensor_tflops");
+    c.tf32_tflops = row.optional_number("tf32_tflops");
+    c.bf16_tflops = row.optional_number("bf16_tflops");
+    c.l2_mb = row.number("l2_mb");
+    c.tdp_w = row.integer("tdp_w");
+    c.visible_source = row.visible_source();
+    cards.push_back(std::move(c));
+  }
+  if (cards.empty()) throw IoError(path.string() + ": no cards (expected a header line and one line per card)");
+  return CardTable(std::move(cards), path);
+}
+
+}  // namespace voxfit::memory
