@@ -1,16 +1,142 @@
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "voxfit/cli/commands.h"
-#include "voxfit/cli/options.h"
+#include "voxfit/cli/model_options.h"
+#include "voxfit/cli/train_options.h"
+#include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
+#include "voxfit/memory/card_table.h"
+#include "voxfit/sweep/sweep.h"
 
 namespace voxfit::cli {
 
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text, char sep = ',') {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+// "rtx3090,a40,80GiB": card ids or sizes.
+std::vector<memory::BudgetSpec> parse_budgets(const std::string& text) {
+  const auto table = memory::load_card_table(card_table_path());
+  std::vector<memory::BudgetSpec> out;
+  for (const auto& item : split_list(text)) {
+    const bool size = !item.empty() && (std::isdigit(static_cast<unsigned char>(item[0])) || item[0] == '.');
+    out.push_back(size ? memory::parse_budget(item, "", table) : memory::parse_budget("", item, table));
+  }
+  if (out.empty()) throw ConfigError("--budgets: give card ids or sizes, e.g. rtx3090,a40 or 24GiB,48GiB");
+  return out;
+}
+
+}  // namespace
+
 int cmd_sweep(const Args& args) {
-  CommandSpec spec{"sweep", "voxfit sweep [options]", "Not implemented yet (issue #6)."};
+  CommandSpec spec{"sweep", "voxfit sweep --dataset D --output DIR [--config experiments/24gb_vs_48gb.ini] [options]",
+                   "For every model x patch x precision x checkpointing x budget: the largest batch that trains "
+                   "(found by real training probes: b fits, b+1 runs out of memory) and the throughput at each "
+                   "batch. Writes DIR/results.jsonl (resumable journal), results.csv, summary.md and plots."};
+  add_model_options(spec);
+  add_training_options(spec);
+  add_device_options(spec);
+  po::options_description g("Sweep grid (comma-separated lists)");
+  g.add_options()
+      ("output", po::value<std::string>()->value_name("DIR"), "where results go (required)")
+      ("models", po::value<std::string>()->value_name("LIST"), "networks [the --model value]")
+      ("patches", po::value<std::string>()->value_name("LIST"), "patch sizes, cubic or DxHxW, e.g. 96,128 or 64x128x128 [the --patch value]")
+      ("precisions", po::value<std::string>()->value_name("LIST"), "fp32, tf32, fp16, bf16 [the --precision value]")
+      ("checkpointing", po::value<std::string>()->value_name("LIST"), "none, blocks, all [the --checkpoint value]")
+      ("budgets", po::value<std::string>()->value_name("LIST"),
+       "card ids of data/cards.csv or sizes, e.g. rtx3090,a40 or 24GiB,48GiB [--card / --vram]")
+      ("max-batch", po::value<int64_t>()->default_value(4096)->value_name("B"), "never probe above this batch")
+      ("warmup-steps", po::value<int>()->default_value(2)->value_name("N"), "untimed training steps per probe")
+      ("timed-steps", po::value<int>()->default_value(3)->value_name("N"), "timed training steps per probe (>= 1)")
+      ("no-throughput-table", po::bool_switch(), "only the search's probes, no extra timing at powers of two");
+  spec.options.add(g);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
-  std::cerr << "voxfit sweep: not implemented yet (issue #6)\n";
-  return 2;
+  if (!vm.count("output")) throw ConfigError("voxfit sweep: --output DIR is required");
+
+  sweep::SweepOptions o;
+  o.output_dir = vm["output"].as<std::string>();
+  const auto list_or = [&](const char* key, const std::string& fallback) {
+    return split_list(vm.count(key) ? vm[key].as<std::string>() : fallback);
+  };
+  o.grid.models = list_or("models", vm.count("model") ? vm["model"].as<std::string>() : "");
+  if (o.grid.models.empty()) throw ConfigError("voxfit sweep: --models (or --model) is required");
+  o.grid.patches.clear();
+  // --patches items are cubic sizes (96) or DxHxW (16x32x32); --patch keeps its own comma syntax.
+  if (!vm.count("patches") && vm.count("patch")) {
+    o.grid.patches.push_back(parse_patch(vm["patch"].as<std::string>(), 3));
+  } else {
+    for (auto p : list_or("patches", "96")) {
+      std::replace(p.begin(), p.end(), 'x', ',');
+      o.grid.patches.push_back(parse_patch(p, 3, "--patches"));
+    }
+  }
+  o.grid.precisions.clear();
+  for (const auto& p : list_or("precisions", vm["precision"].as<std::string>()))
+    o.grid.precisions.push_back(train::parse_precision(p));
+  o.grid.checkpointing.clear();
+  for (const auto& c : list_or("checkpointing", vm["checkpoint"].as<std::string>()))
+    o.grid.checkpointing.push_back(models::parse_checkpoint(c, "--checkpointing"));
+  if (vm.count("budgets")) o.grid.budgets = parse_budgets(vm["budgets"].as<std::string>());
+  else o.grid.budgets = {budget_from(vm)};
+  if (o.grid.budgets.front().kind == memory::BudgetKind::None)
+    throw ConfigError("voxfit sweep: a budget is required (--budgets rtx3090,a40, --card or --vram)");
+
+  const train::TrainOptions t = training_options_from(vm, o.grid.models.front());
+  o.probe.step = t.step;
+  o.probe.loader = t.loader;
+  o.probe.device = t.device;
+  o.probe.seed = t.seed;
+  o.probe.warmup_steps = vm["warmup-steps"].as<int>();
+  o.probe.timed_steps = vm["timed-steps"].as<int>();
+  if (o.probe.warmup_steps < 0 || o.probe.timed_steps < 1)
+    throw ConfigError("--warmup-steps must be >= 0 and --timed-steps >= 1");
+  for (const auto& m : o.grid.models) {
+    const auto ctx = model_context_from(vm, m, /*only_own_params=*/true);
+    o.model_params[m] = ctx.params;
+    o.probe.model_context.attention = ctx.attention;
+    o.probe.model_context.channels_last = ctx.channels_last;
+  }
+  o.probe.step.channels_last = o.probe.model_context.channels_last;
+  o.max_batch = vm["max-batch"].as<int64_t>();
+  o.throughput_table = !vm["no-throughput-table"].as<bool>();
+  o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
+
+  std::printf("%-12s %-12s %-5s %-7s %-12s %9s %7s %7s %10s\n", "model", "patch", "prec", "ckpt", "budget", "max_batch",
+              "probes", "seconds", "samples/s");
+  sweep::run_sweep(o, [](const nlohmann::json& e) {
+    if (e.contains("skipped")) {
+      std::printf("%-12s %-12s %-5s %-7s %-12s skipped: %s\n", e["model"].get<std::string>().c_str(),
+                  e["patch"].get<std::string>().c_str(), e["precision"].get<std::string>().c_str(),
+                  e["checkpoint"].get<std::string>().c_str(), e["budget"].get<std::string>().c_str(),
+                  e["skipped"].get<std::string>().c_str());
+      return;
+    }
+    std::printf("%-12s %-12s %-5s %-7s %-12s %9lld %7d %7.1f %10.2f\n", e["model"].get<std::string>().c_str(),
+                e["patch"].get<std::string>().c_str(), e["precision"].get<std::string>().c_str(),
+                e["checkpoint"].get<std::string>().c_str(), e["budget"].get<std::string>().c_str(),
+                static_cast<long long>(e["max_batch"].get<int64_t>()), e["probes"].get<int>(),
+                e["seconds"].get<double>(), e["samples_per_s"].get<double>());
+    std::fflush(stdout);
+  });
+  std::ifstream summary(o.output_dir / "summary.md");
+  std::cout << "\n" << summary.rdbuf() << "\nresults in " << o.output_dir.string() << "/\n";
+  return 0;
 }
 
 }  // namespace voxfit::cli

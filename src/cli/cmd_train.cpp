@@ -1,16 +1,105 @@
-#include <iostream>
+#include <cstdio>
 
 #include "voxfit/cli/commands.h"
-#include "voxfit/cli/options.h"
+#include "voxfit/cli/model_options.h"
+#include "voxfit/cli/train_options.h"
+#include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
+#include "voxfit/data/plan.h"
+#include "voxfit/sweep/sweep.h"
 
 namespace voxfit::cli {
 
+namespace {
+
+// --batch max: the search a sweep runs, on this run's exact settings, then train at its answer.
+int64_t max_batch_for(const train::TrainOptions& o) {
+  const auto plan = data::load_plan(o.cache_dir);
+  sweep::ProbeOptions p;
+  p.model = o.model;
+  p.model_context = o.model_context;
+  p.model_context.in_channels = plan.channels();
+  p.model_context.num_classes = plan.num_classes();
+  p.step = o.step;
+  p.loader = o.loader;
+  p.device = o.device;
+  p.seed = o.seed;
+  const auto split = data::split_cases(plan.case_ids(), o.validation_fraction, o.seed + 12345);
+  const auto e = sweep::search_point(plan, data::CacheIndex::load(plan, split.train), p, o.budget, 4096, false);
+  std::printf("--batch max: %lld fits under %s, %lld does not (%d probes, %.1f s)\n",
+              static_cast<long long>(e["max_batch"].get<int64_t>()), o.budget.label().c_str(),
+              static_cast<long long>(e["first_failing"].get<int64_t>()), e["probes"].get<int>(),
+              e["seconds"].get<double>());
+  if (e["max_batch"].get<int64_t>() < 1) throw BudgetError("--batch max: not even batch 1 trains under " + o.budget.label());
+  return e["max_batch"].get<int64_t>();
+}
+
+}  // namespace
+
 int cmd_train(const Args& args) {
-  CommandSpec spec{"train", "voxfit train [options]", "Not implemented yet (issue #5)."};
+  CommandSpec spec{"train", "voxfit train --dataset D --model M --output RUN_DIR [options]",
+                   "Trains a network on patches of a dataset (prepared into an HDF5 cache first) and writes "
+                   "config.json, plan.json, log.jsonl, log.csv, tensorboard/, last.pt and best.pt to RUN_DIR."};
+  add_model_options(spec);
+  add_training_options(spec);
+  add_device_options(spec);
+  po::options_description r("Run");
+  r.add_options()
+      ("output", po::value<std::string>()->value_name("RUN_DIR"), "the run folder (required)")
+      ("batch", po::value<std::string>()->default_value("2")->value_name("B|max"),
+       "patches per step, or max: the largest that trains under --vram/--card (found by a search first)")
+      ("steps", po::value<int64_t>()->default_value(250)->value_name("N"), "optimiser steps")
+      ("validate-every", po::value<int64_t>()->default_value(0)->value_name("N"),
+       "steps between sliding-window validations (0: at the end only)")
+      ("overlap", po::value<double>()->default_value(0.5)->value_name("F"), "sliding-window overlap")
+      ("window-batch", po::value<int64_t>()->default_value(2)->value_name("N"), "windows per forward in validation")
+      ("checkpoint-every", po::value<int64_t>()->default_value(0)->value_name("N"),
+       "steps between checkpoints (0: at validations and the end)")
+      ("log-every", po::value<int64_t>()->default_value(10)->value_name("N"),
+       "steps between host syncs; each logs its steps (1: exact per-step timing)")
+      ("stop-after", po::value<int64_t>()->default_value(0)->value_name("N"),
+       "stop after step N with a checkpoint, to be continued with --resume")
+      ("resume", po::bool_switch(), "continue RUN_DIR/last.pt");
+  spec.options.add(r);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
-  std::cerr << "voxfit train: not implemented yet (issue #5)\n";
-  return 2;
+  if (!vm.count("model")) throw ConfigError("voxfit train: --model is required (voxfit models lists them)");
+  if (!vm.count("output")) throw ConfigError("voxfit train: --output RUN_DIR is required");
+
+  const std::string model = vm["model"].as<std::string>();
+  train::TrainOptions o = training_options_from(vm, model);
+  o.model = model;
+  o.model_context = model_context_from(vm, model);
+  o.step.channels_last = o.model_context.channels_last;
+  o.output_dir = vm["output"].as<std::string>();
+  const std::string batch = vm["batch"].as<std::string>();
+  o.steps = vm["steps"].as<int64_t>();
+  o.validate_every = vm["validate-every"].as<int64_t>();
+  o.sliding_window.overlap = vm["overlap"].as<double>();
+  o.sliding_window.window_batch = vm["window-batch"].as<int64_t>();
+  o.checkpoint_every = vm["checkpoint-every"].as<int64_t>();
+  o.log_every = vm["log-every"].as<int64_t>();
+  o.stop_after = vm["stop-after"].as<int64_t>();
+  o.resume = vm["resume"].as<bool>();
+  o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
+  if (batch == "max") {
+    o.batch = max_batch_for(o);
+  } else {
+    try {
+      o.batch = std::stoll(batch);
+    } catch (const std::exception&) {
+      o.batch = 0;
+    }
+    if (o.batch < 1 || std::to_string(o.batch) != batch)
+      throw ConfigError("--batch: expected a positive integer or max, got '" + batch + "'");
+  }
+
+  const auto s = train::train_model(o);
+  std::printf("trained %lld steps: loss %.4f, best validation Dice %.4f, median %.2f samples/s, "
+              "loader wait %.1f%%, peak %s allocated / %s reserved\n",
+              static_cast<long long>(s.steps_done), s.final_loss, s.best_dice, s.median_samples_per_s,
+              100.0 * s.data_wait_share, format_bytes(s.peak_allocated).c_str(), format_bytes(s.peak_reserved).c_str());
+  return 0;
 }
 
 }  // namespace voxfit::cli

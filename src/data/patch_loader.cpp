@@ -297,6 +297,7 @@ PatchLoader::PatchLoader(std::shared_ptr<const CacheIndex> index, const LoaderOp
   if (o.batch_size < 1) throw ConfigError("batch size: expected at least 1");
   if (o.threads < 1) throw ConfigError("loader threads: expected at least 1");
   if (o.prefetch < 0) throw ConfigError("prefetch: expected 0 (automatic) or more batches");
+  if (o.first_batch < 0) throw ConfigError("first batch: expected 0 or more");
   if (o.oversample_foreground < 0 || o.oversample_foreground > 1)
     throw ConfigError("oversample_foreground: expected a fraction in [0, 1]");
   for (const auto& c : index->cases())
@@ -305,6 +306,7 @@ PatchLoader::PatchLoader(std::shared_ptr<const CacheIndex> index, const LoaderOp
                       std::to_string(index->cases().front().shape[0]));
   state_->index = std::move(index);
   state_->opt = o;
+  state_->next_to_make = state_->next_to_hand = o.first_batch;
   state_->depth = o.prefetch > 0 ? o.prefetch : o.threads + 2;
   state_->pinned = o.pin_memory && cuda_available();
   for (int t = 0; t < o.threads; ++t) state_->workers.emplace_back([s = state_.get()] { s->work(); });

@@ -38,6 +38,8 @@ void apply_math_mode(Precision p) {
   const bool tf32 = p != Precision::kFp32;
   at::globalContext().setAllowTF32CuBLAS(tf32);
   at::globalContext().setAllowTF32CuDNN(tf32);
+  // Patch shapes are fixed within a run, so cuDNN's autotuning pays for itself (as in nnU-Net).
+  at::globalContext().setBenchmarkCuDNN(true);
 }
 
 }  // namespace voxfit::train

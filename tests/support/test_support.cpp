@@ -4,6 +4,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "voxfit/data/preprocess.h"
+#include "voxfit/io/dataset.h"
+#include "voxfit/io/volume_io.h"
 #include <sstream>
 
 namespace voxfit::test {
@@ -16,6 +21,40 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 }  // namespace
+
+fs::path ct_dataset_manifest() {
+  static const fs::path manifest = [] {
+    const fs::path root = fs::temp_directory_path() / ("voxfit_ct_dataset_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root / "labelsTr");
+    Volume seg = io::read_volume(totalseg_dir() / "example_seg.nii.gz");
+    auto counts = torch::bincount(seg.data.flatten().to(torch::kLong));
+    counts[0] = 0;
+    const auto top = std::get<1>(counts.topk(3));
+    auto reduced = torch::zeros_like(seg.data);
+    for (int k = 0; k < 3; ++k) reduced.masked_fill_(seg.data == top[k].item<int64_t>(), k + 1);
+    seg.data = reduced;
+    io::write_volume(root / "labelsTr" / "ct_0.nii.gz", seg);
+    const nlohmann::json m{{"name", "ct3"},
+                           {"modality", {{"0", "CT"}}},
+                           {"labels", {{"0", "background"}, {"1", "organ1"}, {"2", "organ2"}, {"3", "organ3"}}},
+                           {"training",
+                            {{{"image", (totalseg_dir() / "example_ct_sm.nii.gz").string()},
+                              {"label", "./labelsTr/ct_0.nii.gz"}}}}};
+    std::ofstream(root / "dataset.json") << m.dump(2);
+    return root / "dataset.json";
+  }();
+  return manifest;
+}
+
+fs::path prepared_ct_cache() {
+  static const fs::path cache = [] {
+    const fs::path dir = ct_dataset_manifest().parent_path() / "cache";
+    data::prepare_dataset(io::load_dataset(ct_dataset_manifest()), dir);
+    return dir;
+  }();
+  return cache;
+}
 
 RunResult run_voxfit(const std::string& args) {
   const fs::path base = fs::temp_directory_path() / ("voxfit_run_" + std::to_string(::getpid()));

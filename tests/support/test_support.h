@@ -57,6 +57,13 @@ struct RunResult {
   std::string err;  ///< stderr
 };
 
+/// A prepared cache (made once per test process) of an MSD-layout dataset built from the real
+/// TotalSegmentator CT crop, its labels reduced to the three largest organs (4 classes with
+/// background) in a derived label file. Training, sweep and prediction tests share it.
+fs::path prepared_ct_cache();
+/// The dataset.json of that dataset (its image is the real CT, read in place).
+fs::path ct_dataset_manifest();
+
 /// Runs `voxfit ARGS` through the shell (ARGS already quoted as needed) and captures its output.
 RunResult run_voxfit(const std::string& args);
 

@@ -47,6 +47,9 @@ struct LoaderOptions {
   std::uint64_t seed = 0;
   bool pin_memory = true;           ///< page-locked batches when CUDA is available (ignored otherwise)
   std::size_t open_files = 64;      ///< case files kept open at once
+  /// Index of the first batch handed out: a run resumed at step s starts at batch s and so sees
+  /// the batches an uninterrupted run would have.
+  std::int64_t first_batch = 0;
 };
 
 /// What next() and the workers have done so far.

@@ -23,7 +23,8 @@ c10::ScalarType autocast_dtype(Precision p);
 bool uses_autocast(Precision p);
 bool uses_loss_scaling(Precision p);
 
-/// Applies the global math settings (TF32 on/off) for `p`; process-wide, like PyTorch's flags.
+/// Applies the global math settings for `p` (TF32 on/off; cuDNN autotuning on); process-wide, like
+/// PyTorch's flags.
 void apply_math_mode(Precision p);
 
 }  // namespace voxfit::train

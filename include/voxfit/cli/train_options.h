@@ -1,0 +1,33 @@
+#pragma once
+// The training options shared by `voxfit train` and `voxfit sweep` (a sweep probe trains exactly
+// as a run would), the device and budget options, and turning a dataset into a prepared cache.
+#include <filesystem>
+#include <string>
+
+#include "voxfit/cli/options.h"
+#include "voxfit/memory/budget.h"
+#include "voxfit/train/trainer.h"
+
+namespace voxfit::cli {
+
+/// --device, --vram, --card, --memory-snapshot.
+void add_device_options(CommandSpec& spec);
+/// "auto" (cuda:0 when a GPU is visible, else cpu), "cpu", "cuda", "cuda:N" or "N".
+torch::Device parse_device(const std::string& text, const std::string& what = "--device");
+torch::Device device_from(const po::variables_map& vm);
+memory::BudgetSpec budget_from(const po::variables_map& vm);
+
+/// --dataset, --cache, precision/optimiser/schedule/loader/augmentation options.
+void add_training_options(CommandSpec& spec);
+/// TrainOptions from the options above (model context and cache excepted), defaults resolved per
+/// model (SGD + clipping for unet3d as nnU-Net, AdamW for the transformers).
+train::TrainOptions training_options_from(const po::variables_map& vm, const std::string& model);
+
+/// The prepared cache for --dataset: the folder itself when it holds plan.json, else the dataset is
+/// checked and prepared into --cache (default: `default_cache`), reusing an up-to-date cache.
+std::filesystem::path prepared_cache(const po::variables_map& vm, const std::filesystem::path& default_cache);
+
+/// data/cards.csv of this source tree.
+std::filesystem::path card_table_path();
+
+}  // namespace voxfit::cli

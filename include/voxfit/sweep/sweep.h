@@ -1,0 +1,55 @@
+#pragma once
+// Sweeps: every combination of models x patches x precisions x checkpointing x budgets gets a
+// max-batch search and a throughput table, journalled to DIR/results.jsonl (one JSON object per
+// configuration, so an interrupted sweep resumes where it stopped), then reported as
+// results.csv, summary.md (budgets side by side) and PNG plots.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "voxfit/memory/budget.h"
+#include "voxfit/sweep/training_probe.h"
+
+namespace voxfit::sweep {
+
+struct SweepGrid {
+  std::vector<std::string> models{"unetr"};
+  std::vector<std::vector<std::int64_t>> patches{{96, 96, 96}};
+  std::vector<train::Precision> precisions{train::Precision::kFp16};
+  std::vector<models::CheckpointMode> checkpointing{models::CheckpointMode::kNone};
+  std::vector<memory::BudgetSpec> budgets;  ///< at least one
+};
+
+struct SweepOptions {
+  std::filesystem::path cache_dir;
+  std::filesystem::path output_dir;
+  SweepGrid grid;
+  ProbeOptions probe;  ///< model/patch/precision/checkpoint are set per point
+  std::int64_t max_batch = 4096;
+  bool throughput_table = true;  ///< also time powers of two below the maximum
+  /// Model parameters per model name (e.g. unet3d: stages=5), applied where the model has them.
+  std::map<std::string, std::map<std::string, std::string>> model_params;
+};
+
+/// The journal key of a point: "unetr|96x96x96|fp16|none|rtx3090".
+std::string point_key(const std::string& model, const std::vector<std::int64_t>& patch, train::Precision precision,
+                      models::CheckpointMode checkpoint, const memory::BudgetSpec& budget);
+
+/// Runs the points not yet in the journal, then rewrites the reports from the whole journal.
+/// `on_point` (if set) sees each new journal entry.
+void run_sweep(const SweepOptions& options, const std::function<void(const nlohmann::json&)>& on_point = {});
+
+/// One search on the current settings (used by the sweep and by `voxfit train --batch max`).
+nlohmann::json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index,
+                            const ProbeOptions& probe, const memory::BudgetSpec& budget, std::int64_t max_batch,
+                            bool throughput_table);
+
+/// Journal entries in file order; a truncated last line (a crash mid-write) is skipped.
+std::vector<nlohmann::json> read_journal(const std::filesystem::path& file);
+
+/// results.csv, summary.md and the plots (plots need gnuplot; without it the summary says so).
+void write_reports(const std::vector<nlohmann::json>& entries, const std::filesystem::path& dir);
+
+}  // namespace voxfit::sweep

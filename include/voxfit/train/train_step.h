@@ -1,0 +1,69 @@
+#pragma once
+// One optimiser step of a segmentation network on a batch: the unit that training, the max-batch
+// search and the benchmarks all run, so that a probe measures exactly what a run does.
+#include <torch/types.h>
+
+#include <optional>
+
+#include "voxfit/data/patch_loader.h"
+#include "voxfit/data/spatial_augment.h"
+#include "voxfit/memory/memory_tracker.h"
+#include "voxfit/models/network.h"
+#include "voxfit/train/loss_scaler.h"
+#include "voxfit/train/losses.h"
+#include "voxfit/train/optimizer.h"
+#include "voxfit/train/precision.h"
+
+namespace voxfit::train {
+
+struct StepOptions {
+  Precision precision = Precision::kFp32;
+  DiceCeOptions loss;
+  OptimizerOptions optimizer;
+  LossScalerOptions scaler;  ///< `enabled` is set from the precision
+  bool channels_last = false;  ///< inputs in ChannelsLast3d (build the network with ModelContext::channels_last too)
+  /// Rotation/scaling on the step's device (nnU-Net's p = 0.2); unset: none.
+  std::optional<data::SpatialAugmentOptions> spatial_augment = data::SpatialAugmentOptions{};
+  std::uint64_t seed = 0;  ///< seeds the spatial augmentation of step i with (seed, i)
+};
+
+/// The result of a step, left on the device (reading it syncs; the loop does so every N steps).
+struct StepOutput {
+  torch::Tensor loss;       ///< float32 scalar, unscaled
+  torch::Tensor found_inf;  ///< float32 [1]: 1 when fp16 gradients overflowed and the step was skipped
+};
+
+class TrainStep {
+ public:
+  /// Moves the network to `device` and builds its optimiser.
+  /// `tracker`, if given, sees the forward, backward and optimiser phases of every step.
+  TrainStep(models::Network network, torch::Device device, StepOptions options,
+            memory::MemoryTracker* tracker = nullptr);
+
+  /// Trains on `batch` (host or device tensors) with learning rate `lr`; `index` seeds augmentation.
+  StepOutput run(const data::Batch& batch, double lr, std::int64_t index);
+
+  models::NetworkImpl& network() { return *network_; }
+  const models::Network& network_ptr() const { return network_; }
+  Optimizer& optimizer() { return optimizer_; }
+  LossScaler& scaler() { return scaler_; }
+  const StepOptions& options() const { return options_; }
+  torch::Device device() const { return device_; }
+
+  /// Forward of an eval-mode network on `x` (autocast as in training), full-resolution logits.
+  torch::Tensor infer(const torch::Tensor& x);
+
+ private:
+  models::Network network_;
+  torch::Device device_;
+  StepOptions options_;
+  Optimizer optimizer_;
+  LossScaler scaler_;
+  memory::MemoryTracker* tracker_;
+};
+
+/// Checks that `precision` can run on `device` (fp16 autocast needs CUDA: LibTorch's CPU autocast
+/// has bf16 only); throws UnsupportedError otherwise.
+void check_precision_supported(Precision precision, torch::Device device);
+
+}  // namespace voxfit::train

@@ -1,0 +1,106 @@
+#include "voxfit/sweep/batch_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace voxfit::sweep {
+
+std::int64_t MemoryFit::predict(double usable) const {
+  if (usable <= static_bytes) return 0;
+  if (per_sample_bytes <= 0) return 0;
+  return static_cast<std::int64_t>(std::floor((usable - static_bytes) / per_sample_bytes));
+}
+
+MemoryFit fit_memory(const std::vector<Probe>& probes) {
+  std::map<std::int64_t, double> peak;  // one point per batch
+  for (const auto& p : probes)
+    if (p.fits) peak[p.batch] = static_cast<double>(p.peak_reserved);
+  MemoryFit f;
+  f.points = static_cast<int>(peak.size());
+  if (peak.empty()) return f;
+  if (peak.size() == 1) {
+    f.static_bytes = peak.begin()->second;
+    return f;
+  }
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(peak.size());
+  for (const auto& [b, y] : peak) {
+    const double x = static_cast<double>(b);
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  f.per_sample_bytes = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  f.static_bytes = (sy - f.per_sample_bytes * sx) / n;
+  return f;
+}
+
+SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  SearchResult r;
+  std::int64_t lo = 0;                 // largest batch seen fitting
+  std::int64_t hi = o.max_batch + 1;   // smallest batch seen failing (or past the cap)
+  const auto run = [&](std::int64_t b) {
+    r.probes.push_back(probe(b));
+    const Probe& p = r.probes.back();
+    if (p.fits) lo = std::max(lo, b);
+    else hi = std::min(hi, b);
+    return p.fits;
+  };
+  for (std::int64_t b : o.fit_batches) {
+    if (b <= lo || b >= hi) continue;
+    if (!run(b)) break;
+  }
+  const double usable = static_cast<double>(o.usable_bytes);
+  bool first = true;
+  while (hi - lo > 1) {
+    const MemoryFit fit = fit_memory(r.probes);
+    std::int64_t next = fit.points >= 2 ? fit.predict(usable) : 0;
+    if (first) r.predicted = next;
+    first = false;
+    // Inside the open interval; when the model cannot place it there, bisect (doubling while no
+    // failure has been seen yet).
+    if (next <= lo || next >= hi) next = hi > o.max_batch ? std::min(o.max_batch, std::max<std::int64_t>(lo * 2, lo + 1))
+                                                        : lo + (hi - lo) / 2;
+    // A fitting prediction is confirmed by probing one above it, and a failing one by one below.
+    const std::int64_t previous_lo = lo;
+    if (run(next)) {
+      if (next + 1 < hi) run(next + 1);
+    } else if (next - 1 > previous_lo) {
+      run(next - 1);
+    }
+  }
+  r.max_batch = lo;
+  r.first_failing = hi <= o.max_batch ? hi : 0;
+  r.fit = fit_memory(r.probes);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+std::int64_t knee_batch(const std::vector<Probe>& probes, double fraction) {
+  double best = 0;
+  for (const auto& p : probes)
+    if (p.fits) best = std::max(best, p.samples_per_s);
+  std::int64_t knee = 0;
+  for (const auto& p : probes)
+    if (p.fits && p.samples_per_s >= fraction * best && (knee == 0 || p.batch < knee)) knee = p.batch;
+  return knee;
+}
+
+nlohmann::json to_json(const Probe& p) {
+  nlohmann::json j{{"batch", p.batch}, {"fits", p.fits}, {"seconds", p.seconds}};
+  if (p.fits) {
+    j["peak_allocated_bytes"] = p.peak_allocated;
+    j["peak_reserved_bytes"] = p.peak_reserved;
+    j["samples_per_s"] = p.samples_per_s;
+  } else {
+    j["error"] = p.error;
+  }
+  return j;
+}
+
+}  // namespace voxfit::sweep

@@ -1,0 +1,288 @@
+#include "voxfit/sweep/sweep.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "voxfit/core/atomic_file.h"
+#include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
+#include "voxfit/data/plan.h"
+
+namespace voxfit::sweep {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string patch_text(const std::vector<std::int64_t>& patch) {
+  std::string s;
+  for (auto v : patch) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+std::int64_t voxels(const std::vector<std::int64_t>& patch) {
+  std::int64_t n = 1;
+  for (auto v : patch) n *= v;
+  return n;
+}
+
+std::string fixed(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+}  // namespace
+
+std::string point_key(const std::string& model, const std::vector<std::int64_t>& patch, train::Precision precision,
+                      models::CheckpointMode checkpoint, const memory::BudgetSpec& budget) {
+  return model + "|" + patch_text(patch) + "|" + train::to_string(precision) + "|" + models::to_string(checkpoint) +
+         "|" + budget.label();
+}
+
+json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
+                  const memory::BudgetSpec& budget, std::int64_t max_batch, bool throughput_table) {
+  if (budget.kind == memory::BudgetKind::None)
+    throw ConfigError("a max-batch search needs a budget (--vram SIZE or --card ID)");
+  memory::ScopedBudget scoped(budget, probe.device);
+  TrainingProbe prober(std::move(index), probe);
+  SearchOptions so;
+  so.usable_bytes = scoped.report().usable_bytes;
+  so.max_batch = max_batch;
+  SearchResult r = find_max_batch(std::ref(prober), so);
+  const int search_probes = static_cast<int>(r.probes.size());
+
+  std::vector<Probe> timed = r.probes;
+  if (throughput_table) {
+    std::set<std::int64_t> done;
+    for (const auto& p : r.probes) done.insert(p.batch);
+    for (std::int64_t b = 1; b < r.max_batch; b *= 2)
+      if (!done.count(b)) timed.push_back(prober(b));
+  }
+  std::sort(timed.begin(), timed.end(), [](const Probe& a, const Probe& b) { return a.batch < b.batch; });
+  json throughput = json::array();
+  double at_max = 0;
+  for (const auto& p : timed) {
+    if (!p.fits) continue;
+    throughput.push_back({{"batch", p.batch},
+                          {"samples_per_s", p.samples_per_s},
+                          {"voxels_per_s", p.samples_per_s * static_cast<double>(voxels(probe.model_context.patch))},
+                          {"peak_allocated_bytes", p.peak_allocated},
+                          {"peak_reserved_bytes", p.peak_reserved}});
+    if (p.batch == r.max_batch) at_max = p.samples_per_s;
+  }
+  json probes = json::array();
+  for (const auto& p : r.probes) probes.push_back(to_json(p));
+  const double predicted_peak = r.fit.peak_at(r.max_batch);
+  double measured_peak = 0;
+  for (const auto& p : r.probes)
+    if (p.fits && p.batch == r.max_batch) measured_peak = static_cast<double>(p.peak_reserved);
+  return {{"key", point_key(probe.model, probe.model_context.patch, probe.step.precision,
+                            probe.model_context.checkpoint, budget)},
+          {"model", probe.model},
+          {"patch", patch_text(probe.model_context.patch)},
+          {"precision", train::to_string(probe.step.precision)},
+          {"checkpoint", models::to_string(probe.model_context.checkpoint)},
+          {"attention", models::to_string(probe.model_context.attention)},
+          {"channels_last", probe.model_context.channels_last},
+          {"budget", budget.label()},
+          {"budget_report", scoped.report().to_json()},
+          {"dataset", plan.dataset_name},
+          {"max_batch", r.max_batch},
+          {"first_failing", r.first_failing},
+          {"predicted", r.predicted},
+          {"probes", search_probes},
+          {"seconds", r.seconds},
+          {"samples_per_s", at_max},
+          {"voxels_per_s", at_max * static_cast<double>(voxels(probe.model_context.patch))},
+          {"knee_batch", knee_batch(timed)},
+          {"fit", {{"static_bytes", r.fit.static_bytes}, {"per_sample_bytes", r.fit.per_sample_bytes}}},
+          {"fit_error_at_max", measured_peak > 0 ? (predicted_peak - measured_peak) / measured_peak : 0.0},
+          {"leaks", prober.leaks()},
+          {"probe_log", probes},
+          {"throughput", throughput}};
+}
+
+std::vector<json> read_journal(const fs::path& file) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(json::parse(line));
+    } catch (const json::exception&) {
+      // A process killed mid-append leaves a partial last line: that point simply runs again.
+    }
+  }
+  return out;
+}
+
+void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on_point) {
+  if (o.grid.budgets.empty()) throw ConfigError("sweep: no budgets (--budgets rtx3090,a40 or sizes like 24GiB)");
+  fs::create_directories(o.output_dir);
+  const fs::path journal = o.output_dir / "results.jsonl";
+  std::set<std::string> done;
+  for (const auto& e : read_journal(journal)) done.insert(e.value("key", ""));
+
+  const data::Plan plan = data::load_plan(o.cache_dir);
+  const auto split = data::split_cases(plan.case_ids(), 0.2, o.probe.seed + 12345);
+  const auto index = data::CacheIndex::load(plan, split.train);
+  for (const auto& model : o.grid.models)
+    for (const auto& patch : o.grid.patches)
+      for (const auto precision : o.grid.precisions)
+        for (const auto checkpoint : o.grid.checkpointing)
+          for (const auto& budget : o.grid.budgets) {
+            const std::string key = point_key(model, patch, precision, checkpoint, budget);
+            if (done.count(key)) continue;
+            ProbeOptions p = o.probe;
+            p.model = model;
+            p.model_context.patch = patch;
+            p.model_context.checkpoint = checkpoint;
+            p.model_context.in_channels = plan.channels();
+            p.model_context.num_classes = plan.num_classes();
+            p.model_context.params.clear();
+            const auto params = o.model_params.find(model);
+            if (params != o.model_params.end()) p.model_context.params = params->second;
+            p.step.precision = precision;
+            p.step.optimizer = train::OptimizerOptions::defaults_for(model == "unet3d" ? train::OptimizerKind::kSgd
+                                                                                         : train::OptimizerKind::kAdamW);
+            json entry;
+            try {
+              entry = search_point(plan, index, p, budget, o.max_batch, o.throughput_table);
+            } catch (const UnsupportedError& e) {
+              entry = {{"key", key}, {"model", model}, {"patch", patch_text(patch)},
+                       {"precision", train::to_string(precision)}, {"checkpoint", models::to_string(checkpoint)},
+                       {"budget", budget.label()}, {"skipped", e.what()}};
+            }
+            append_line_durable(journal, entry.dump());
+            if (on_point) on_point(entry);
+          }
+  write_reports(read_journal(journal), o.output_dir);
+}
+
+void write_reports(const std::vector<json>& entries, const fs::path& dir) {
+  // results.csv: one row per configuration
+  std::ostringstream csv;
+  csv << "model,patch,precision,checkpoint,budget,usable_bytes,max_batch,first_failing,predicted,probes,seconds,"
+         "samples_per_s,voxels_per_s,knee_batch,static_bytes,per_sample_bytes\n";
+  std::vector<std::string> budgets;
+  std::map<std::string, std::map<std::string, const json*>> rows;  // config -> budget -> entry
+  std::vector<std::string> row_order;
+  for (const auto& e : entries) {
+    const std::string budget = e.value("budget", "");
+    if (std::find(budgets.begin(), budgets.end(), budget) == budgets.end()) budgets.push_back(budget);
+    const std::string row = e.value("model", "") + " | " + e.value("patch", "") + " | " + e.value("precision", "") +
+                            " | " + e.value("checkpoint", "");
+    if (!rows.count(row)) row_order.push_back(row);
+    rows[row][budget] = &e;
+    if (e.contains("skipped")) continue;
+    csv << e["model"].get<std::string>() << "," << e["patch"].get<std::string>() << ","
+        << e["precision"].get<std::string>() << "," << e["checkpoint"].get<std::string>() << "," << budget << ","
+        << e["budget_report"].value("usable_bytes", 0ull) << "," << e["max_batch"] << "," << e["first_failing"] << ","
+        << e["predicted"] << "," << e["probes"] << "," << fixed(e["seconds"].get<double>(), 1) << ","
+        << fixed(e["samples_per_s"].get<double>(), 2) << "," << fixed(e["voxels_per_s"].get<double>(), 0) << ","
+        << e["knee_batch"] << "," << fixed(e["fit"]["static_bytes"].get<double>(), 0) << ","
+        << fixed(e["fit"]["per_sample_bytes"].get<double>(), 0) << "\n";
+  }
+  write_file_atomic(dir / "results.csv", csv.str());
+
+  // summary.md: the budgets side by side
+  std::ostringstream md;
+  md << "# Largest batch that trains, by budget\n\n"
+        "Each cell: the largest batch that trained (b fits, b+1 ran out of memory, both seen by real training "
+        "steps), samples/s at that batch, and the search's probes / seconds.\n\n";
+  md << "| model | patch | precision | checkpointing |";
+  for (const auto& b : budgets) md << " " << b << " max batch | " << b << " samples/s | " << b << " probes / s |";
+  md << "\n|---|---|---|---|";
+  for (size_t i = 0; i < budgets.size(); ++i) md << "---:|---:|---:|";
+  md << "\n";
+  for (const auto& row : row_order) {
+    md << "| " << row << " |";
+    for (const auto& b : budgets) {
+      const auto it = rows[row].find(b);
+      if (it == rows[row].end()) {
+        md << " | | |";
+      } else if (it->second->contains("skipped")) {
+        md << " skipped | | |";
+      } else {
+        const json& e = *it->second;
+        md << " " << e["max_batch"] << " | " << fixed(e["samples_per_s"].get<double>(), 1) << " | " << e["probes"]
+           << " / " << fixed(e["seconds"].get<double>(), 0) << " |";
+      }
+    }
+    md << "\n";
+  }
+  for (const auto& e : entries)
+    if (e.contains("budget_report")) {
+      const json& r = e["budget_report"];
+      md << "\nBudgets on " << r.value("device", "?") << ": ";
+      std::set<std::string> seen;
+      for (const auto& f : entries)
+        if (f.contains("budget_report") && seen.insert(f["budget"].get<std::string>()).second)
+          md << f["budget"].get<std::string>() << " = " << format_bytes(f["budget_report"].value("usable_bytes", 0ull))
+             << " usable (CUDA-visible " << format_bytes(f["budget_report"].value("visible_bytes", 0ull))
+             << " - measured context " << format_bytes(f["budget_report"].value("overhead_bytes", 0ull)) << "); ";
+      md << "\n";
+      break;
+    }
+
+  // Plots: peak memory and throughput against the batch.
+  std::ostringstream mem, thr;
+  int blocks = 0;
+  std::vector<std::string> titles;
+  for (const auto& e : entries) {
+    if (!e.contains("throughput") || e["throughput"].empty()) continue;
+    titles.push_back(e["model"].get<std::string>() + " " + e["patch"].get<std::string>() + " " +
+                     e["precision"].get<std::string>() + " " + e["checkpoint"].get<std::string>() + " @" +
+                     e["budget"].get<std::string>());
+    for (const auto& t : e["throughput"]) {
+      mem << t["batch"] << " " << to_gib(t["peak_reserved_bytes"].get<std::uint64_t>()) << "\n";
+      thr << t["batch"] << " " << t["samples_per_s"] << "\n";
+    }
+    mem << "\n\n";
+    thr << "\n\n";
+    ++blocks;
+  }
+  bool plotted = false;
+  if (blocks > 0 && std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    write_file_atomic(dir / "memory.dat", mem.str());
+    write_file_atomic(dir / "throughput.dat", thr.str());
+    std::ostringstream gp;
+    gp << "set terminal pngcairo size 1100,700 noenhanced\nset key outside right\nset grid\n"
+       << "set xlabel 'batch'\n";
+    std::string title_list;
+    for (size_t i = 0; i < titles.size(); ++i) title_list += (i ? "|" : "") + titles[i];
+    gp << "titles = '" << title_list << "'\n"
+       << "t(i) = system(sprintf(\"echo '%s' | cut -d'|' -f%d\", titles, i + 1))\n";
+    gp << "set output '" << (dir / "memory.png.tmp").string() << "'\nset ylabel 'peak reserved (GiB)'\n"
+       << "set title 'Peak memory against batch (horizontal: usable memory of each budget)'\nplot ";
+    std::set<std::string> budget_lines;
+    for (const auto& e : entries)
+      if (e.contains("budget_report") && budget_lines.insert(e["budget"].get<std::string>()).second)
+        gp << to_gib(e["budget_report"].value("usable_bytes", 0ull)) << " dt 2 lw 2 title '" << e["budget"].get<std::string>()
+           << " usable', ";
+    gp << "for [i=0:" << blocks - 1 << "] '" << (dir / "memory.dat").string()
+       << "' index i with linespoints title t(i)\n";
+    gp << "set output '" << (dir / "throughput.png.tmp").string() << "'\nset ylabel 'samples/s'\n"
+       << "set title 'Training throughput against batch'\nplot for [i=0:" << blocks - 1 << "] '"
+       << (dir / "throughput.dat").string() << "' index i with linespoints title t(i)\n";
+    write_file_atomic(dir / "plots.gp", gp.str());
+    const std::string cmd = "gnuplot '" + (dir / "plots.gp").string() + "' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) {
+      fs::rename(dir / "memory.png.tmp", dir / "memory.png");
+      fs::rename(dir / "throughput.png.tmp", dir / "throughput.png");
+      plotted = true;
+    }
+  }
+  md << (plotted ? "\n![peak memory](memory.png)\n\n![throughput](throughput.png)\n"
+                 : "\n(no plots: gnuplot is not installed)\n");
+  write_file_atomic(dir / "summary.md", md.str());
+}
+
+}  // namespace voxfit::sweep

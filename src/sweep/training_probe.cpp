@@ -1,0 +1,74 @@
+#include "voxfit/sweep/training_probe.h"
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "voxfit/memory/memory_tracker.h"
+#include "voxfit/memory/oom.h"
+
+namespace voxfit::sweep {
+
+using Clock = std::chrono::steady_clock;
+
+TrainingProbe::TrainingProbe(std::shared_ptr<const data::CacheIndex> index, ProbeOptions options)
+    : index_(std::move(index)), options_(std::move(options)),
+      baseline_(memory::current_allocated_bytes(options_.device)) {}
+
+Probe TrainingProbe::run(std::int64_t batch) {
+  const auto& o = options_;
+  memory::MemoryTracker tracker(o.device);
+  tracker.reset();
+  // One real batch, drawn before anything else and reused by every step: the memory a probe
+  // needs is then the same on every run (no prefetch queue racing the model for the budget).
+  data::LoaderOptions lo = o.loader;
+  lo.batch_size = batch;
+  lo.threads = 1;
+  lo.prefetch = 1;
+  const data::Batch data = data::PatchLoader(index_, lo).next();
+  torch::manual_seed(o.seed);
+  train::TrainStep step(models::make_model(o.model, o.model_context), o.device, o.step, &tracker);
+  std::vector<double> times;
+  const auto sync = [&] {
+    if (o.device.is_cuda()) torch::cuda::synchronize(o.device.index() < 0 ? 0 : o.device.index());
+  };
+  for (int s = 0; s < o.warmup_steps + o.timed_steps; ++s) {
+    const auto t0 = Clock::now();
+    step.run(data, step.optimizer().options().lr, s);
+    sync();
+    if (s >= o.warmup_steps) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  const auto profile = tracker.profile();
+  Probe p;
+  p.batch = batch;
+  p.fits = true;
+  p.peak_allocated = profile.peak_allocated;
+  p.peak_reserved = profile.peak_reserved;
+  std::sort(times.begin(), times.end());
+  p.samples_per_s = times.empty() ? 0 : static_cast<double>(batch) / times[times.size() / 2];
+  return p;
+}
+
+Probe TrainingProbe::operator()(std::int64_t batch) {
+  const auto t0 = Clock::now();
+  Probe p;
+  try {
+    p = run(batch);
+  } catch (const std::exception& e) {
+    // Everything the failed probe made (network, optimiser, activations, loader) is out of scope here.
+    if (!memory::is_oom(e)) throw;
+    p = Probe{};
+    p.batch = batch;
+    p.fits = false;
+    const std::string what = e.what();
+    p.error = what.substr(0, what.find('\n'));
+  }
+  memory::recover_after_oom(options_.device);
+  if (memory::current_allocated_bytes(options_.device) > baseline_) ++leaks_;
+  p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return p;
+}
+
+}  // namespace voxfit::sweep

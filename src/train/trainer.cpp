@@ -1,0 +1,226 @@
+#include "voxfit/train/trainer.h"
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "voxfit/core/atomic_file.h"
+#include "voxfit/core/error.h"
+#include "voxfit/core/runtime.h"
+#include "voxfit/data/plan.h"
+#include "voxfit/data/preprocess.h"
+#include "voxfit/memory/memory_snapshot.h"
+#include "voxfit/memory/memory_tracker.h"
+#include "voxfit/train/checkpoint.h"
+#include "voxfit/train/run_log.h"
+
+namespace voxfit::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void sync(torch::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? 0 : device.index());
+}
+
+nlohmann::json config_json(const TrainOptions& o, const data::Plan& plan) {
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [k, v] : o.model_context.params) params[k] = v;
+  return {{"voxfit", voxfit_version()},
+          {"torch", torch_version()},
+          {"cache", fs::absolute(o.cache_dir).string()},
+          {"dataset", plan.dataset_name},
+          {"model", o.model},
+          {"model_params", params},
+          {"in_channels", o.model_context.in_channels},
+          {"classes", o.model_context.num_classes},
+          {"patch", o.model_context.patch},
+          {"attention", models::to_string(o.model_context.attention)},
+          {"checkpoint", models::to_string(o.model_context.checkpoint)},
+          {"channels_last", o.model_context.channels_last},
+          {"batch", o.batch},
+          {"steps", o.steps},
+          {"precision", to_string(o.step.precision)},
+          {"optimizer", to_string(o.step.optimizer.kind)},
+          {"lr", o.step.optimizer.lr},
+          {"weight_decay", o.step.optimizer.weight_decay},
+          {"clip_grad_norm", o.step.optimizer.clip_grad_norm},
+          {"schedule", to_string(o.schedule.kind)},
+          {"seed", o.seed},
+          {"device", o.device.str()},
+          {"budget", o.budget.label()}};
+}
+
+// A resumed run must be the same run: these settings decide the weights.
+void check_resumable(const nlohmann::json& saved, const nlohmann::json& now, const fs::path& ckpt) {
+  for (const char* key : {"model", "model_params", "patch", "batch", "steps", "precision", "optimizer", "lr",
+                          "schedule", "seed", "classes", "in_channels"}) {
+    if (saved.value(key, nlohmann::json()) != now[key])
+      throw ConfigError(ckpt.string() + ": cannot resume: '" + key + "' was " + saved.value(key, nlohmann::json()).dump() +
+                        ", now " + now[key].dump());
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& case_ids,
+                             const SlidingWindowOptions& sw) {
+  step.network().eval();
+  std::vector<double> sum(static_cast<size_t>(plan.num_classes() - 1), 0.0);
+  std::vector<int> count(sum.size(), 0);
+  for (const auto& id : case_ids) {
+    const auto c = data::read_case(plan, id);
+    const auto logits = sliding_window_inference(
+        c.image.to(step.device()), [&](const torch::Tensor& x) { return step.infer(x); }, sw);
+    const auto dice = dice_per_class(logits.argmax(0).cpu(), c.label, plan.num_classes());
+    for (size_t k = 0; k < dice.size(); ++k)
+      if (!std::isnan(dice[k])) {
+        sum[k] += dice[k];
+        ++count[k];
+      }
+  }
+  step.network().train();
+  std::vector<double> mean(sum.size());
+  for (size_t k = 0; k < sum.size(); ++k)
+    mean[k] = count[k] ? sum[k] / count[k] : std::numeric_limits<double>::quiet_NaN();
+  return mean;
+}
+
+TrainSummary train_model(const TrainOptions& o) {
+  if (o.steps < 1) throw ConfigError("--steps must be >= 1");
+  if (o.batch < 1) throw ConfigError("--batch must be >= 1");
+  if (o.log_every < 1) throw ConfigError("--log-every must be >= 1");
+  const data::Plan plan = data::load_plan(o.cache_dir);
+  models::ModelContext ctx = o.model_context;
+  ctx.in_channels = plan.channels();
+  ctx.num_classes = plan.num_classes();
+  if (ctx.patch.size() != 3) throw ConfigError("--patch: training needs a 3D patch");
+
+  const fs::path ckpt_last = o.output_dir / "last.pt", ckpt_best = o.output_dir / "best.pt";
+  TrainOptions opts = o;
+  opts.model_context = ctx;
+  const auto config = config_json(opts, plan);
+  if (!o.resume && fs::exists(ckpt_last))
+    throw ConfigError(o.output_dir.string() + ": holds a run already (last.pt); use --resume or another --output");
+
+  memory::ScopedBudget budget(o.budget, o.device);
+  memory::MemoryTracker tracker(o.device);
+  std::unique_ptr<memory::MemoryHistoryRecorder> history;
+  if (!o.memory_snapshot.empty()) history = std::make_unique<memory::MemoryHistoryRecorder>();
+
+  torch::manual_seed(o.seed);
+  TrainStep step(models::make_model(o.model, ctx), o.device, o.step, &tracker);
+  CheckpointMeta meta;
+  meta.config_json = config.dump(2);
+  if (o.resume) {
+    const auto saved = read_checkpoint_meta(ckpt_last);
+    check_resumable(nlohmann::json::parse(saved.config_json), config, ckpt_last);
+    meta = load_checkpoint(ckpt_last, step);
+    meta.config_json = config.dump(2);
+    std::printf("resuming %s at step %lld\n", ckpt_last.c_str(), static_cast<long long>(meta.step));
+  } else {
+    fs::create_directories(o.output_dir);
+    write_file_atomic(o.output_dir / "config.json", config.dump(2) + "\n");
+    // The run folder describes itself: the plan it was trained on travels with it.
+    fs::copy_file(o.cache_dir / "plan.json", o.output_dir / "plan.json", fs::copy_options::overwrite_existing);
+  }
+
+  auto split = data::split_cases(plan.case_ids(), o.validation_fraction, o.seed + 12345);
+  if (split.validation.empty()) split.validation = split.train;  // one case: validate on it
+  data::LoaderOptions lo = o.loader;
+  lo.patch = {ctx.patch[0], ctx.patch[1], ctx.patch[2]};
+  lo.batch_size = o.batch;
+  lo.seed = o.seed;
+  lo.first_batch = meta.step;  // batch i is a function of (seed, i): a resumed run sees the same data
+  data::PatchLoader loader(o.cache_dir, split.train, lo);
+  SlidingWindowOptions sw = o.sliding_window;
+  sw.patch = ctx.patch;
+
+  RunLog log(o.output_dir, o.steps, o.resume);
+  TrainSummary summary;
+  summary.best_dice = meta.best_dice;
+  const int64_t last_step = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;
+  const double voxels = static_cast<double>(ctx.patch[0] * ctx.patch[1] * ctx.patch[2]);
+  std::vector<StepOutput> pending;
+  std::vector<double> pending_lr, throughput;
+  auto window_start = Clock::now();
+  const auto run_start = window_start;
+  double wait_at_window = loader.stats().wait_seconds;
+  const double wait_at_start = wait_at_window;
+  tracker.reset();
+
+  const auto save = [&](const fs::path& path) { save_checkpoint(path, step, meta); };
+  for (int64_t s = meta.step; s < last_step; ++s) {
+    const double lr = lr_at(s, o.steps, o.step.optimizer.lr, o.schedule);
+    const data::Batch batch = loader.next();
+    pending.push_back(step.run(batch, lr, s));
+    pending_lr.push_back(lr);
+    meta.step = s + 1;
+    const bool validate_now = (o.validate_every > 0 && meta.step % o.validate_every == 0) || meta.step == o.steps;
+    const bool checkpoint_now = validate_now || meta.step == last_step ||
+                                (o.checkpoint_every > 0 && meta.step % o.checkpoint_every == 0);
+    if (static_cast<int64_t>(pending.size()) == o.log_every || checkpoint_now) {
+      sync(o.device);
+      const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
+      const double wait = loader.stats().wait_seconds;
+      const auto profile = tracker.profile();
+      const double n = static_cast<double>(pending.size());
+      for (size_t i = 0; i < pending.size(); ++i) {
+        StepRecord r;
+        r.step = meta.step - static_cast<int64_t>(pending.size()) + static_cast<int64_t>(i) + 1;
+        r.loss = pending[i].loss.item<double>();
+        r.skipped = pending[i].found_inf.item<float>() != 0.0f;
+        r.lr = pending_lr[i];
+        r.step_time_s = seconds / n;
+        r.samples_per_s = static_cast<double>(o.batch) / r.step_time_s;
+        r.voxels_per_s = r.samples_per_s * voxels;
+        r.data_wait_s = (wait - wait_at_window) / n;
+        r.peak_allocated = profile.peak_allocated;
+        r.peak_reserved = profile.peak_reserved;
+        log.step(r);
+        summary.final_loss = r.loss;
+        throughput.push_back(r.samples_per_s);
+      }
+      summary.peak_allocated = std::max<uint64_t>(summary.peak_allocated, profile.peak_allocated);
+      summary.peak_reserved = std::max<uint64_t>(summary.peak_reserved, profile.peak_reserved);
+      pending.clear();
+      pending_lr.clear();
+      if (validate_now) {
+        const auto dice = validate(step, plan, split.validation, sw);
+        const double mean = nan_mean(dice);
+        log.validation(meta.step, mean, dice);
+        summary.last_dice_per_class = dice;
+        if (!std::isnan(mean) && mean > meta.best_dice) {
+          meta.best_dice = mean;
+          save(ckpt_best);
+        }
+        summary.best_dice = meta.best_dice;
+      }
+      if (checkpoint_now) save(ckpt_last);
+      tracker.reset();
+      window_start = Clock::now();
+      wait_at_window = loader.stats().wait_seconds;
+    }
+  }
+  log.finish();
+  if (history) history->write_snapshot(o.memory_snapshot);
+  const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
+  summary.steps_done = meta.step;
+  summary.median_samples_per_s = median(throughput);
+  summary.data_wait_share = total > 0 ? (loader.stats().wait_seconds - wait_at_start) / total : 0;
+  return summary;
+}
+
+}  // namespace voxfit::train

@@ -1,0 +1,129 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "support/test_support.h"
+#include "voxfit/core/units.h"
+#include "voxfit/data/plan.h"
+#include "voxfit/memory/oom.h"
+#include "voxfit/sweep/sweep.h"
+
+namespace voxfit::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+memory::BudgetSpec size_budget(std::uint64_t bytes) {
+  memory::BudgetSpec b;
+  b.kind = memory::BudgetKind::Size;
+  b.visible_bytes = bytes;
+  return b;
+}
+
+// A small UNet on 16x32x32 patches of the real CT: CPU probes take a fraction of a second.
+ProbeOptions tiny_unet() {
+  const auto plan = data::load_plan(test::prepared_ct_cache());
+  ProbeOptions p;
+  p.model = "unet3d";
+  p.model_context.patch = {16, 32, 32};
+  p.model_context.in_channels = plan.channels();
+  p.model_context.num_classes = plan.num_classes();
+  p.model_context.params = {{"stages", "3"}, {"base_features", "4"}, {"max_features", "16"}};
+  p.step.optimizer = train::OptimizerOptions::defaults_for(train::OptimizerKind::kSgd);
+  p.warmup_steps = 1;
+  p.timed_steps = 2;
+  return p;
+}
+
+std::shared_ptr<const data::CacheIndex> ct_index() {
+  return data::CacheIndex::load(data::load_plan(test::prepared_ct_cache()));
+}
+
+class Sweep : public test::TempDirTest {};
+
+TEST_F(Sweep, SearchEndsOnAnExactBoundaryCheckedIndependently) {
+  const auto budget = size_budget(96 * kMiB);
+  const auto plan = data::load_plan(test::prepared_ct_cache());
+  const auto entry = search_point(plan, ct_index(), tiny_unet(), budget, 512, /*throughput_table=*/false);
+  const std::int64_t b = entry["max_batch"];
+  ASSERT_GT(b, 2) << entry.dump(2);
+  EXPECT_EQ(entry["first_failing"].get<std::int64_t>(), b + 1);
+  EXPECT_LE(entry["probes"].get<int>(), 6) << entry.dump(2);
+  EXPECT_EQ(entry["leaks"].get<int>(), 0);
+  // The memory model and the measured peak at the answer agree within 15%.
+  EXPECT_LT(std::abs(entry["fit_error_at_max"].get<double>()), 0.15) << entry.dump(2);
+
+  memory::ScopedBudget scoped(budget, torch::kCPU);
+  TrainingProbe fresh(ct_index(), tiny_unet());
+  EXPECT_TRUE(fresh(b).fits);
+  const Probe over = fresh(b + 1);
+  EXPECT_FALSE(over.fits);
+  EXPECT_NE(over.error.find("memory"), std::string::npos) << over.error;
+}
+
+TEST_F(Sweep, FiftyForcedOomsLeaveMemoryAtTheBaseline) {
+  memory::ScopedBudget scoped(size_budget(48 * kMiB), torch::kCPU);
+  TrainingProbe probe(ct_index(), tiny_unet());
+  const auto baseline = memory::current_allocated_bytes(torch::kCPU);
+  for (int i = 0; i < 50; ++i) ASSERT_FALSE(probe(64).fits) << i;
+  EXPECT_EQ(probe.leaks(), 0);
+  EXPECT_EQ(memory::current_allocated_bytes(torch::kCPU), baseline);
+  EXPECT_TRUE(probe(1).fits);  // and the allocator still works
+}
+
+TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
+  SweepOptions o;
+  o.cache_dir = test::prepared_ct_cache();
+  o.output_dir = dir() / "sweep";
+  o.grid.models = {"unet3d"};
+  o.grid.patches = {{16, 32, 32}};
+  o.grid.precisions = {train::Precision::kFp32};
+  o.grid.budgets = {size_budget(64 * kMiB), size_budget(128 * kMiB)};
+  o.probe = tiny_unet();
+  o.model_params["unet3d"] = o.probe.model_context.params;
+  int runs = 0;
+  run_sweep(o, [&](const nlohmann::json&) { ++runs; });
+  EXPECT_EQ(runs, 2);
+  const auto journal = o.output_dir / "results.jsonl";
+  auto entries = read_journal(journal);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_LT(entries[0]["max_batch"].get<int>(), entries[1]["max_batch"].get<int>());
+
+  runs = 0;
+  run_sweep(o, [&](const nlohmann::json&) { ++runs; });
+  EXPECT_EQ(runs, 0) << "a finished sweep ran again";
+
+  // A crash mid-append leaves half a line; only the lost point runs again.
+  {
+    std::ofstream out(journal, std::ios::trunc);
+    out << entries[0].dump() << "\n" << entries[1].dump().substr(0, 40);
+  }
+  run_sweep(o, [&](const nlohmann::json&) { ++runs; });
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(read_journal(journal).size(), 2u);
+
+  std::ifstream md(o.output_dir / "summary.md");
+  const std::string summary((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(summary.find("64.00 MiB max batch"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("128.00 MiB max batch"), std::string::npos) << summary;
+  std::ifstream csv(o.output_dir / "results.csv");
+  int lines = 0;
+  for (std::string l; std::getline(csv, l);) ++lines;
+  EXPECT_EQ(lines, 3);
+}
+
+TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {
+  auto r = test::run_voxfit("sweep --dataset " + test::prepared_ct_cache().string() +
+                            " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
+                            " --budgets 64MiB --warmup-steps 1 --timed-steps 2 --output " + (dir() / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("max batch"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir() / "out" / "results.csv"));
+  r = test::run_voxfit("sweep --dataset " + test::prepared_ct_cache().string() + " --models unet3d --output " +
+                       (dir() / "x").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("budget"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace voxfit::sweep

@@ -1,0 +1,155 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+#include "voxfit/core/error.h"
+#include "voxfit/io/volume_io.h"
+#include "voxfit/train/checkpoint.h"
+#include "voxfit/train/event_writer.h"
+#include "voxfit/train/predictor.h"
+#include "voxfit/train/trainer.h"
+
+namespace voxfit::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainerTest : public test::TempDirTest {
+ protected:
+  static fs::path cache() { return test::prepared_ct_cache(); }
+
+  TrainOptions small_run(const fs::path& out, int64_t steps) const {
+    TrainOptions o;
+    o.cache_dir = cache();
+    o.output_dir = out;
+    o.model = "unet3d";
+    o.model_context.patch = {16, 48, 48};
+    o.model_context.params = {{"stages", "4"}, {"base_features", "8"}, {"max_features", "64"}};
+    o.steps = steps;
+    o.batch = 2;
+    o.step.optimizer = OptimizerOptions::defaults_for(OptimizerKind::kSgd);
+    o.loader.threads = 2;
+    o.log_every = 1;
+    o.seed = 7;
+    return o;
+  }
+};
+
+std::vector<torch::Tensor> weights(const fs::path& ckpt, const TrainOptions& o) {
+  auto net = models::make_model(o.model, [&] {
+    auto c = o.model_context;
+    c.in_channels = 1;
+    c.num_classes = 4;
+    return c;
+  }());
+  load_weights(ckpt, *net);
+  return net->parameters();
+}
+
+TEST_F(TrainerTest, SmallUNetLearnsTheOrgansOfTheRealCt) {
+  auto o = small_run(dir() / "run", 60);
+  // Dice of the untrained network, the same way validation measures it.
+  torch::manual_seed(o.seed);
+  auto ctx = o.model_context;
+  ctx.num_classes = 4;
+  StepOptions so;
+  so.spatial_augment.reset();
+  TrainStep untrained(models::make_model("unet3d", ctx), torch::kCPU, so);
+  const auto plan = data::load_plan(cache());
+  SlidingWindowOptions sw;
+  sw.patch = o.model_context.patch;
+  const double before = nan_mean(validate(untrained, plan, plan.case_ids(), sw));
+
+  o.step.optimizer.lr = 3e-2;
+  const auto s = train_model(o);
+  EXPECT_EQ(s.steps_done, 60);
+  EXPECT_GT(s.best_dice, before + 0.25) << "before " << before;
+  EXPECT_GT(s.best_dice, 0.4);
+}
+
+TEST_F(TrainerTest, WritesLogsConfigCheckpointsAndTensorBoard) {
+  auto o = small_run(dir() / "run", 4);
+  o.log_every = 2;
+  const auto s = train_model(o);
+  EXPECT_EQ(s.steps_done, 4);
+  for (const char* f : {"config.json", "plan.json", "log.jsonl", "log.csv", "last.pt", "best.pt"})
+    EXPECT_TRUE(fs::exists(o.output_dir / f)) << f;
+  std::ifstream jl(o.output_dir / "log.jsonl");
+  std::string line;
+  int steps = 0, validations = 0;
+  while (std::getline(jl, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("val_mean_dice")) ++validations;
+    else {
+      ++steps;
+      EXPECT_GT(j["samples_per_s"].get<double>(), 0);
+      EXPECT_GT(j["peak_allocated_bytes"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(steps, 4);
+  EXPECT_EQ(validations, 1);
+  fs::path events;
+  for (const auto& e : fs::directory_iterator(o.output_dir / "tensorboard")) events = e.path();
+  const auto scalars = read_scalar_events(events);
+  int losses = 0;
+  for (const auto& e : scalars) losses += e.tag == "train/loss";
+  EXPECT_EQ(losses, 4);
+  const auto config = nlohmann::json::parse(std::ifstream(o.output_dir / "config.json"));
+  EXPECT_EQ(config["model"], "unet3d");
+  EXPECT_EQ(config["classes"], 4);
+}
+
+TEST_F(TrainerTest, InterruptedAndResumedRunEqualsAnUninterruptedOne) {
+  auto whole = small_run(dir() / "whole", 6);
+  train_model(whole);
+  auto part = small_run(dir() / "part", 6);
+  part.stop_after = 3;
+  EXPECT_EQ(train_model(part).steps_done, 3);
+  EXPECT_EQ(read_checkpoint_meta(part.output_dir / "last.pt").step, 3);
+  part.stop_after = 0;
+  part.resume = true;
+  EXPECT_EQ(train_model(part).steps_done, 6);
+  const auto a = weights(whole.output_dir / "last.pt", whole), b = weights(part.output_dir / "last.pt", part);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+TEST_F(TrainerTest, ResumeRefusesAChangedRunAndAFreshRunRefusesAnOldFolder) {
+  auto o = small_run(dir() / "run", 2);
+  train_model(o);
+  EXPECT_THROW(train_model(o), ConfigError);  // not --resume
+  o.resume = true;
+  o.batch = 3;
+  try {
+    train_model(o);
+    FAIL() << "resumed with another batch size";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TrainerTest, PredictWritesALabelMapWithTheInputsGeometry) {
+  auto o = small_run(dir() / "run", 2);
+  train_model(o);
+  Predictor p(o.output_dir / "best.pt", torch::kCPU);
+  const auto input = test::totalseg_dir() / "example_ct_sm.nii.gz";
+  const Volume label = p.predict(io::read_channels(input));
+  io::write_volume(dir() / "pred.nii.gz", label);
+  const Volume back = io::read_volume(dir() / "pred.nii.gz");
+  const Volume original = io::read_volume(input);
+  EXPECT_EQ(grid_difference(back, original), "");
+  EXPECT_EQ(back.data.sizes(), original.data.sizes());
+  EXPECT_LE(back.data.max().item<int64_t>(), 3);
+}
+
+TEST_F(TrainerTest, Fp16OnCpuIsRefused) {
+  auto o = small_run(dir() / "run", 1);
+  o.step.precision = Precision::kFp16;
+  EXPECT_THROW(train_model(o), UnsupportedError);
+}
+
+}  // namespace
+}  // namespace voxfit::train
