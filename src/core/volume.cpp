@@ -96,6 +96,51 @@ std::string grid_difference(const std::array<std::int64_t, 3>& size_a, const Geo
   return "";
 }
 
+bool same_voxel_centres(const std::array<std::int64_t, 3>& size_a, const Geometry& a,
+                        const std::array<std::int64_t, 3>& size_b, const Geometry& b,
+                        const GridTolerance& tol) {
+  // m maps a's index steps to physical offsets; its inverse takes b's steps into a's index space.
+  double m[9];
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) m[r * 3 + c] = a.direction[r * 3 + c] * a.spacing[c];
+  const double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
+                     m[2] * (m[3] * m[7] - m[4] * m[6]);
+  if (std::abs(det) < 1e-12) return false;
+  const double inv[9] = {(m[4] * m[8] - m[5] * m[7]) / det, (m[2] * m[7] - m[1] * m[8]) / det,
+                         (m[1] * m[5] - m[2] * m[4]) / det, (m[5] * m[6] - m[3] * m[8]) / det,
+                         (m[0] * m[8] - m[2] * m[6]) / det, (m[2] * m[3] - m[0] * m[5]) / det,
+                         (m[3] * m[7] - m[4] * m[6]) / det, (m[1] * m[6] - m[0] * m[7]) / det,
+                         (m[0] * m[4] - m[1] * m[3]) / det};
+  const auto to_a = [&](const std::array<double, 3>& offset) {
+    std::array<double, 3> out{};
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c) out[r] += inv[r * 3 + c] * offset[c];
+    return out;
+  };
+  const double eps = 1e-3;
+  const std::array<double, 3> start = to_a({b.origin[0] - a.origin[0], b.origin[1] - a.origin[1], b.origin[2] - a.origin[2]});
+  std::array<bool, 3> used{false, false, false};
+  for (int j = 0; j < 3; ++j) {
+    const std::array<double, 3> step = to_a({b.direction[0 * 3 + j] * b.spacing[j], b.direction[1 * 3 + j] * b.spacing[j],
+                                            b.direction[2 * 3 + j] * b.spacing[j]});
+    int axis = -1;
+    for (int k = 0; k < 3; ++k) {
+      if (std::abs(std::abs(step[k]) - 1.0) < tol.spacing_rel * 10 + eps) {
+        if (axis >= 0) return false;
+        axis = k;
+      } else if (std::abs(step[k]) > eps) {
+        return false;
+      }
+    }
+    if (axis < 0 || used[axis] || size_b[j] != size_a[axis]) return false;
+    used[axis] = true;
+    // b's first voxel along this axis sits at a's first or last index, its steps running inward.
+    const double first = start[axis], expected = step[axis] > 0 ? 0.0 : static_cast<double>(size_a[axis] - 1);
+    if (std::abs(first - expected) > eps + tol.origin_mm / a.spacing[axis]) return false;
+  }
+  return true;
+}
+
 std::string grid_difference(const Volume& a, const Volume& b, const GridTolerance& tol) {
   return grid_difference(a.size(), a.geometry, b.size(), b.geometry, tol);
 }

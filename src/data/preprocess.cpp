@@ -179,6 +179,18 @@ Resampled preprocess_volumes(const Plan& plan, const Channels& channels, const V
   return out;
 }
 
+// Moves a volume that lies on a flipped or transposed copy of the reference grid (which the checks
+// accept) onto the reference grid; nearest sampling at coinciding centres changes no value.
+Volume align_to(const Volume& v, const Volume& reference) {
+  if (grid_difference(reference, v).empty()) return v;
+  return io::resample_to_grid(v, reference.size(), reference.geometry, io::Interpolation::Nearest);
+}
+
+void align_case(Channels& image, Volume* label) {
+  for (std::size_t c = 1; c < image.size(); ++c) image[c] = align_to(image[c], image[0]);
+  if (label != nullptr) *label = align_to(*label, image[0]);
+}
+
 // Dataset label values -> class indices; values the plan does not know are a DataError.
 Volume to_class_map(const Plan& plan, const Volume& label, const std::string& where) {
   const torch::Tensor values = torch::tensor(plan.label_values, torch::kInt64);
@@ -322,6 +334,7 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
       survey.problems.insert(survey.problems.end(), problems.begin(), problems.end());
       continue;
     }
+    align_case(image, &*label);
     survey.spacings.push_back(image[0].geometry.spacing);
     const torch::Tensor u = std::get<0>(torch::_unique(label->data.to(torch::kInt64).flatten(), true, false));
     for (std::int64_t i = 0; i < u.numel(); ++i) survey.values.insert(u[i].item<std::int64_t>());
@@ -412,8 +425,10 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
         // Unreadable: rewritten below.
       }
     }
-    const Channels image = io::read_case_channels(dataset, c);
-    const Volume classes = to_class_map(plan, io::read_case_label(dataset, *c.label), c.label->string());
+    Channels image = io::read_case_channels(dataset, c);
+    Volume label = io::read_case_label(dataset, *c.label);
+    align_case(image, &label);
+    const Volume classes = to_class_map(plan, label, c.label->string());
     const Resampled r = preprocess_volumes(plan, image, &classes, nullptr, nullptr);
     pc.shape = {r.image.size(1), r.image.size(2), r.image.size(3)};
     write_case(plan, pc, r, case_fp, o);
@@ -449,12 +464,16 @@ InferenceInput preprocess_for_inference(const Plan& plan, const Channels& channe
                     std::to_string(plan.channels()));
   for (std::size_t c = 1; c < channels.size(); ++c) {
     const std::string d = grid_difference(channels[0], channels[c]);
-    if (!d.empty()) throw DataError("channel " + std::to_string(c) + " is on another grid than channel 0 (" + d + ")");
+    if (!d.empty() && !same_voxel_centres(channels[0].size(), channels[0].geometry, channels[c].size(),
+                                          channels[c].geometry))
+      throw DataError("channel " + std::to_string(c) + " is on another grid than channel 0 (" + d + ")");
   }
+  Channels aligned = channels;
+  align_case(aligned, nullptr);
   InferenceInput in;
   in.original_size = channels[0].size();
   in.original_geometry = channels[0].geometry;
-  const Resampled r = preprocess_volumes(plan, channels, nullptr, &in.crop_begin, &in.crop_size);
+  const Resampled r = preprocess_volumes(plan, aligned, nullptr, &in.crop_begin, &in.crop_size);
   in.image = r.image;
   in.geometry = r.geometry;
   return in;

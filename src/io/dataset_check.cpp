@@ -50,7 +50,8 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
     const fs::path& file = c < channel_files.size() ? channel_files[c] : first;
     if (c > 0) {
       const std::string d = grid_difference(image[0], image[c], options.tolerance);
-      if (!d.empty())
+      if (!d.empty() && !same_voxel_centres(image[0].size(), image[0].geometry, image[c].size(),
+                                            image[c].geometry, options.tolerance))
         out.push_back({file, "channel " + std::to_string(c) + " is on another grid than channel 0 in " +
                                  first.string() + " (" + d + "); expected co-registered channels"});
     }
@@ -66,9 +67,10 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
   const fs::path lfile = files.label ? *files.label : first;
   if (!image.empty()) {
     const std::string d = grid_difference(image[0], *label, options.tolerance);
-    if (!d.empty())
+    if (!d.empty() &&
+        !same_voxel_centres(image[0].size(), image[0].geometry, label->size(), label->geometry, options.tolerance))
       out.push_back({lfile, "label grid differs from the image " + first.string() + " (" + d +
-                                "); expected the image's size, spacing, origin and direction"});
+                                "); expected the image's size, spacing, origin and direction, or a flipped/transposed copy of them"});
   }
   torch::Tensor values = label->data;
   if (values.is_floating_point()) {

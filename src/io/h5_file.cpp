@@ -107,11 +107,14 @@ struct H5Reader::Impl {
   H5::H5File file;
 };
 
-H5Reader::H5Reader(const fs::path& file) : path_(file), impl_(std::make_unique<Impl>()) {
+H5Reader::H5Reader(const fs::path& file, std::size_t chunk_cache_bytes) : path_(file), impl_(std::make_unique<Impl>()) {
   auto lock = h5_lock();
   if (!fs::exists(file)) throw IoError(file.string() + ": file not found");
   try {
-    impl_->file.openFile(file.string(), H5F_ACC_RDONLY);
+    H5::FileAccPropList access;
+    // A prime slot count well above the chunks the cache can hold keeps hash collisions rare.
+    access.setCache(0, 12421, chunk_cache_bytes, 0.75);
+    impl_->file.openFile(file.string(), H5F_ACC_RDONLY, access);
   } catch (const H5::Exception& e) {
     throw IoError(file.string() + ": not a readable HDF5 file (" + describe(e) + ")");
   }

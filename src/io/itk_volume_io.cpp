@@ -19,6 +19,7 @@
 
 #include "voxfit/core/error.h"
 #include "itk_bridge.h"
+#include "nifti_integrity.h"
 #include "voxfit/io/volume_io.h"
 
 namespace voxfit::io {
@@ -345,12 +346,15 @@ Channels read_channels(const fs::path& spec) {
       region.SetSize(i, static_cast<itk::SizeValueType>(info.size[i]));
     }
     io->SetIORegion(region);
+    const bool nifti = info.format == "NIfTI";
+    if (nifti && volume_extension(p) == ".nii.gz") check_nifti_gzip_length(p, io->GetImageSizeInBytes());
     std::vector<char> buffer(io->GetImageSizeInBytes());
     io->Read(buffer.data());
     const auto s = info.size3();
     const std::int64_t voxels = s[0] * s[1] * s[2];
     const std::int64_t channels = info.channels();
     torch::Tensor all = buffer_to_tensor(buffer.data(), voxels * channels, info.pixel_type);
+    if (nifti && is_floating(info.pixel_type)) restore_nifti_nonfinite(p, all);
     // A vector image interleaves its components per voxel; a 4D file stacks whole volumes.
     torch::Tensor stacked = info.components > 1
                                 ? all.view({s[2], s[1], s[0], channels}).permute({3, 0, 1, 2})

@@ -67,6 +67,13 @@ std::string grid_difference(const std::array<std::int64_t, 3>& size_a, const Geo
                             const std::array<std::int64_t, 3>& size_b, const Geometry& b,
                             const GridTolerance& tol = {});
 
+/// True when grid b has exactly grid a's voxel centres, in another axis order or direction (an
+/// image stored flipped or transposed relative to its label, as RAS- and LPS-minded tools write
+/// them): a nearest-neighbour resampling then moves b onto a without changing any value.
+bool same_voxel_centres(const std::array<std::int64_t, 3>& size_a, const Geometry& a,
+                        const std::array<std::int64_t, 3>& size_b, const Geometry& b,
+                        const GridTolerance& tol = {});
+
 /// "(3, 3, 2.5)" / "122x101x30": how messages print geometry.
 std::string format_triple(const std::array<double, 3>& v);
 std::string format_size(const std::array<std::int64_t, 3>& v);

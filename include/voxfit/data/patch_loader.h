@@ -46,7 +46,7 @@ struct LoaderOptions {
   AugmentOptions augment;
   std::uint64_t seed = 0;
   bool pin_memory = true;           ///< page-locked batches when CUDA is available (ignored otherwise)
-  std::size_t open_files = 64;      ///< case files kept open at once
+  std::size_t open_files = 32;      ///< case files kept open at once (each with a 32 MiB chunk cache)
   /// Index of the first batch handed out: a run resumed at step s starts at batch s and so sees
   /// the batches an uninterrupted run would have.
   std::int64_t first_batch = 0;

@@ -36,7 +36,9 @@ struct H5DatasetOptions {
 /// A read-only HDF5 file. Every method throws IoError naming the file and dataset.
 class H5Reader {
  public:
-  explicit H5Reader(const fs::path& file);
+  /// `chunk_cache_bytes` per open dataset (HDF5's default is 1 MiB, less than one 64^3 float
+  /// chunk, so every patch would re-read its chunks from the file).
+  explicit H5Reader(const fs::path& file, std::size_t chunk_cache_bytes = 32u << 20);
   ~H5Reader();
   H5Reader(const H5Reader&) = delete;
   H5Reader& operator=(const H5Reader&) = delete;

@@ -1,0 +1,116 @@
+#include "nifti_integrity.h"
+
+#include <zlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "voxfit/core/error.h"
+
+namespace voxfit::io {
+
+namespace {
+
+// NIfTI-1 header fields (little-endian files; a byte-swapped header is left to ITK alone).
+constexpr int kHeaderSize = 348;
+constexpr int kDatatypeOffset = 70;
+constexpr int kVoxOffsetOffset = 108;
+constexpr short kFloat32 = 16;
+constexpr short kFloat64 = 64;
+
+// The largest header + extensions a NIfTI file puts before its voxels that we accept.
+constexpr std::uint64_t kMaxHeaderBytes = 1u << 20;
+
+class GzFile {
+ public:
+  explicit GzFile(const std::filesystem::path& p) : f_(gzopen(p.c_str(), "rb")) {}
+  ~GzFile() {
+    if (f_) gzclose(f_);
+  }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+  explicit operator bool() const { return f_ != nullptr; }
+  // Reads up to n bytes; returns how many arrived (fewer at a premature end or an error).
+  std::size_t read(void* buf, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      const unsigned want = static_cast<unsigned>(std::min<std::size_t>(n - got, 1u << 30));
+      const int r = gzread(f_, static_cast<char*>(buf) + got, want);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    return got;
+  }
+
+ private:
+  gzFile f_;
+};
+
+}  // namespace
+
+void check_nifti_gzip_length(const std::filesystem::path& path, std::uint64_t voxel_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char magic[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(magic), 2);
+  if (!in || magic[0] != 0x1f || magic[1] != 0x8b) return;
+  in.seekg(-4, std::ios::end);
+  unsigned char t[4];
+  in.read(reinterpret_cast<char*>(t), 4);
+  if (!in) throw IoError(path.string() + ": truncated gzip file (no trailer)");
+  // ISIZE: the uncompressed length modulo 2^32, little-endian.
+  const std::uint32_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::uint32_t>(t[3]) << 24);
+  const std::uint32_t extra = isize - static_cast<std::uint32_t>(voxel_bytes);
+  if (extra < static_cast<std::uint32_t>(kHeaderSize) || extra > kMaxHeaderBytes)
+    throw IoError(path.string() + ": truncated or corrupt gzip data (expected a header plus " +
+                  std::to_string(voxel_bytes) + " bytes of voxels)");
+}
+
+std::int64_t restore_nifti_nonfinite(const std::filesystem::path& path, torch::Tensor& values) {
+  GzFile f(path);
+  if (!f) throw IoError(path.string() + ": cannot open");
+  char header[kHeaderSize];
+  if (f.read(header, kHeaderSize) != kHeaderSize) throw IoError(path.string() + ": truncated NIfTI header");
+  std::int32_t sizeof_hdr = 0;
+  std::memcpy(&sizeof_hdr, header, 4);
+  short datatype = 0;
+  std::memcpy(&datatype, header + kDatatypeOffset, 2);
+  float vox_offset = 0;
+  std::memcpy(&vox_offset, header + kVoxOffsetOffset, 4);
+  const bool f32 = datatype == kFloat32 && values.scalar_type() == torch::kFloat32;
+  const bool f64 = datatype == kFloat64 && values.scalar_type() == torch::kFloat64;
+  if (sizeof_hdr != kHeaderSize || !(f32 || f64) || vox_offset < kHeaderSize) return 0;
+  std::vector<char> skip(static_cast<std::size_t>(vox_offset) - kHeaderSize);
+  if (f.read(skip.data(), skip.size()) != skip.size()) throw IoError(path.string() + ": truncated NIfTI file");
+  const std::size_t item = f32 ? 4 : 8;
+  const std::int64_t n = values.numel();
+  std::vector<char> chunk(item * (1u << 20));
+  std::int64_t done = 0, bad = 0;
+  while (done < n) {
+    const std::int64_t count = std::min<std::int64_t>(n - done, 1 << 20);
+    if (f.read(chunk.data(), static_cast<std::size_t>(count) * item) != static_cast<std::size_t>(count) * item)
+      throw IoError(path.string() + ": truncated NIfTI voxel data (expected " + std::to_string(n) + " voxels)");
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (f32) {
+        float v;
+        std::memcpy(&v, chunk.data() + i * 4, 4);
+        if (!std::isfinite(v)) {
+          values.data_ptr<float>()[done + i] = v;
+          ++bad;
+        }
+      } else {
+        double v;
+        std::memcpy(&v, chunk.data() + i * 8, 8);
+        if (!std::isfinite(v)) {
+          values.data_ptr<double>()[done + i] = v;
+          ++bad;
+        }
+      }
+    }
+    done += count;
+  }
+  return bad;
+}
+
+}  // namespace voxfit::io
