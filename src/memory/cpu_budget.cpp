@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
@@ -49,18 +50,28 @@ namespace {
 
 using detail::CpuBudgetState;
 
-// The DataPtr context of a counted allocation: the previous allocator's DataPtr (whose deleter
-// frees the memory), the size to give back, and the budget it was charged to.
-struct TrackedContext {
-  c10::DataPtr inner;
+// Every allocation carries this header in the 64 bytes before the data LibTorch sees. oneDNN
+// (mkldnn convolutions) allocates through the raw interface (raw_allocate / raw_deleter), which
+// needs the DataPtr's context to be the data pointer itself; the header gives the deleter what it
+// needs from that pointer alone: the previous allocator's DataPtr (which frees the block, header
+// included), the size charged and the budget it was charged to. 64 bytes keep LibTorch's
+// 64-byte alignment of the data.
+struct Header {
+  c10::DataPtr block;
   std::uint64_t bytes;
-  std::shared_ptr<CpuBudgetState> state;
+  std::shared_ptr<CpuBudgetState> state;  // null when allocated outside any budget
 };
+constexpr std::size_t kHeaderBytes = 64;
+static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit in front of the data");
 
-void delete_tracked(void* ctx) {
-  std::unique_ptr<TrackedContext> tracked(static_cast<TrackedContext*>(ctx));
-  tracked->inner.clear();
-  tracked->state->release(tracked->bytes);
+void delete_tracked(void* data) {
+  if (data == nullptr) return;
+  auto* header = reinterpret_cast<Header*>(static_cast<char*>(data) - kHeaderBytes);
+  const c10::DataPtr block = std::move(header->block);  // freed last, header and all
+  const std::shared_ptr<CpuBudgetState> state = std::move(header->state);
+  const std::uint64_t bytes = header->bytes;
+  header->~Header();
+  if (state) state->release(bytes);
 }
 
 // One process-wide instance that is never destroyed before exit: a StorageImpl keeps the
@@ -69,11 +80,13 @@ void delete_tracked(void* ctx) {
 class CappedCpuAllocator final : public c10::Allocator {
  public:
   // LibTorch 1.13 declares `allocate(size_t) const`; 2.3+ dropped the const. Declaring both
-  // overrides whichever this LibTorch has (the other is a plain overload), so no version test.
+  // overrides whichever this LibTorch has (the other is a plain overload), so no version test;
+  // for the same reason no member says `override` (clang wants all or none).
   c10::DataPtr allocate(size_t n) const { return allocate_counted(n); }
   c10::DataPtr allocate(size_t n) { return allocate_counted(n); }
   // Pure virtual from LibTorch 2.3 (used by Allocator::clone); plain memcpy as the default CPU allocator.
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+  c10::DeleterFnPtr raw_deleter() const { return &delete_tracked; }
 
   void install(std::shared_ptr<CpuBudgetState> state) {
     std::lock_guard<std::mutex> lock(install_mutex_);
@@ -100,28 +113,32 @@ class CappedCpuAllocator final : public c10::Allocator {
  private:
   c10::DataPtr allocate_counted(size_t n) const {
     c10::Allocator* previous = previous_.load();
+    // A storage made under a budget keeps this allocator after the budget ends (resize_); such
+    // calls are served uncounted, with the same layout so that the raw interface holds.
     auto state = std::atomic_load(&state_);
-    // No budget (a storage made under one, resized after it ended) or nothing to count.
-    if (!state || n == 0) return previous->allocate(n);
-    if (!state->try_reserve(n)) {
+    if (n == 0) return c10::DataPtr(nullptr, nullptr, &delete_tracked, c10::Device(c10::DeviceType::CPU));
+    if (state && !state->try_reserve(n)) {
       state->ooms.fetch_add(1, std::memory_order_relaxed);
-      const std::uint64_t in_use = state->current.load();
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", format_bytes(n), " with ",
-                       format_bytes(in_use), " of the ", format_bytes(state->cap),
-                       " CPU budget in use (voxfit capped CPU allocator)");
+      // Built without TORCH_CHECK_WITH's stack trace: LibTorch 1.13 symbolises it eagerly, about
+      // 0.3 s an OOM here, and the max-batch search provokes OOMs on purpose. `{}` is an empty
+      // backtrace in 1.13 (std::string) and 2.x (a null lazy backtrace).
+      throw c10::OutOfMemoryError("CPU out of memory: tried to allocate " + format_bytes(n) + " with " +
+                                      format_bytes(state->current.load()) + " of the " + format_bytes(state->cap) +
+                                      " CPU budget in use (voxfit capped CPU allocator)",
+                                  {});
     }
-    auto tracked = std::make_unique<TrackedContext>();
-    tracked->bytes = n;
-    tracked->state = state;
+    c10::DataPtr block;
     try {
-      tracked->inner = previous->allocate(n);
+      block = previous->allocate(n + kHeaderBytes);
     } catch (...) {
-      state->release(n);
+      if (state) state->release(n);
       throw;
     }
-    void* data = tracked->inner.get();
-    const c10::Device device = tracked->inner.device();
-    return c10::DataPtr(data, tracked.release(), &delete_tracked, device);
+    char* base = static_cast<char*>(block.get());
+    const c10::Device device = block.device();
+    new (base) Header{std::move(block), n, std::move(state)};
+    void* data = base + kHeaderBytes;
+    return c10::DataPtr(data, data, &delete_tracked, device);
   }
 
   std::mutex install_mutex_;

@@ -13,7 +13,8 @@ namespace voxfit::memory {
 /// LibTorch's default CPU allocator), and for std::bad_alloc.
 bool is_oom(const std::exception& e);
 
-/// After catching an OOM, with every tensor of the failed attempt out of scope: CUDA returns the
+/// After catching an OOM, with every tensor of the failed attempt out of scope (and the
+/// gradients it may have left dropped: optimizer.zero_grad()): CUDA returns the
 /// cached blocks to the driver (the fraction caps what is reserved, so a fragmented cache would
 /// make the next probe fail early) and resets the peak statistics; CPU resets the budget's peak.
 void recover_after_oom(const c10::Device& device);

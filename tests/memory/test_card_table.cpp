@@ -1,0 +1,138 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "test_support.h"
+#include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
+#include "voxfit/memory/card_table.h"
+
+namespace voxfit::memory {
+namespace {
+
+using test::TempDirTest;
+
+const char* kHeader =
+    "id,name,memory_gb,cuda_visible_mib,bandwidth_gbs,sms,boost_mhz,fp32_tflops,fp16_tensor_tflops,"
+    "tf32_tflops,bf16_tflops,l2_mb,tdp_w,visible_source\n";
+
+class CardTableTest : public TempDirTest {
+ protected:
+  std::filesystem::path write(const std::string& content) {
+    const auto path = dir() / "cards.csv";
+    std::ofstream(path) << content;
+    return path;
+  }
+  // The message of the IoError that loading `content` throws.
+  std::string load_error(const std::string& content) {
+    try {
+      load_card_table(write(content));
+    } catch (const IoError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no IoError for:\n" << content;
+    return "";
+  }
+};
+
+TEST_F(CardTableTest, ShippedTableHasEveryReferenceCard) {
+  const CardTable table = load_card_table(test::source_dir() / "data" / "cards.csv");
+  const std::set<std::string> expected = {"rtx3090", "a40",       "a100_40gb", "a100_80gb", "v100_16gb", "v100_32gb",
+                                          "rtx2080ti", "titanxp", "gtx1080ti", "rtx3060",   "rtx3080ti", "rtx_a4000",
+                                          "rtx_a5000", "rtx4090", "h100_sxm",  "h200_sxm"};
+  const auto ids = table.ids();
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()), expected);
+  EXPECT_EQ(ids.size(), expected.size());
+
+  // The two cards this project compares, with the README's CUDA-visible totals (A40: ECC on).
+  EXPECT_EQ(table.at("rtx3090").cuda_visible_bytes(), 24268 * kMiB);
+  EXPECT_EQ(table.at("a40").cuda_visible_bytes(), 45416 * kMiB);
+  EXPECT_EQ(table.at("rtx3090").visible_source, VisibleSource::MeasuredPublicLog);
+  EXPECT_DOUBLE_EQ(table.at("a40").fp16_tensor_tflops.value(), 149.7);
+  EXPECT_DOUBLE_EQ(table.at("rtx3090").bandwidth_gbs, 936);
+  EXPECT_FALSE(table.at("gtx1080ti").fp16_tensor_tflops.has_value());
+  EXPECT_FALSE(table.at("v100_16gb").bf16_tflops.has_value());
+  EXPECT_EQ(table.at("a100_80gb").visible_source, VisibleSource::Estimated);
+
+  for (const CardSpec& c : table.cards()) {
+    // CUDA sees a little less than the marketing size read as GiB, never more.
+    EXPECT_LE(c.cuda_visible_mib, c.memory_gb * 1024) << c.id;
+    EXPECT_GE(c.cuda_visible_mib, c.memory_gb * 1024 * 0.9) << c.id;
+    EXPECT_GT(c.sms, 0) << c.id;
+    EXPECT_GT(c.fp32_tflops, 0) << c.id;
+  }
+}
+
+TEST_F(CardTableTest, UnknownIdIsAConfigErrorListingTheKnownIds) {
+  const CardTable table = load_card_table(write(std::string(kHeader) +
+                                                "one,Card One,24,24000,900,80,1700,30,60,30,60,6,300,estimated\n"
+                                                "two,Card Two,48,45000,700,84,1700,37,150,75,150,6,300,estimated\n"));
+  EXPECT_EQ(table.at("two").name, "Card Two");
+  EXPECT_EQ(table.find("three"), nullptr);
+  try {
+    table.at("three");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("'three'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("one, two"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(CardTableTest, MissingFileNamesThePath) {
+  try {
+    load_card_table(dir() / "nope.csv");
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("nope.csv"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CardTableTest, BadNumberNamesFileLineAndColumn) {
+  const std::string msg = load_error(std::string(kHeader) +
+                                     "one,Card One,24,24000,900,80,1700,30,60,30,60,6,300,estimated\n"
+                                     "two,Card Two,48,lots,700,84,1700,37,150,75,150,6,300,estimated\n");
+  EXPECT_NE(msg.find("cards.csv:3:4 (cuda_visible_mib)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'lots'"), std::string::npos) << msg;
+}
+
+TEST_F(CardTableTest, MalformedTablesAreRejectedWithTheirPlace) {
+  const std::string row = "one,Card One,24,24000,900,80,1700,30,60,30,60,6,300,estimated\n";
+  EXPECT_NE(load_error("").find("no cards"), std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader)).find("no cards"), std::string::npos);
+  EXPECT_NE(load_error("id,name,memory_gb\n" + row).find("header lacks the columns cuda_visible_mib"),
+            std::string::npos);
+  EXPECT_NE(load_error("id,name,vram_gb\n").find("cards.csv:1:3 (vram_gb): unknown column"), std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + "one,Card One,24\n").find("cards.csv:2: expected 14"),
+            std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + row + row).find("cards.csv:3:1 (id): card 'one' is listed twice"),
+            std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + "One,Card,24,24000,900,80,1700,30,60,30,60,6,300,estimated\n")
+                .find("is not a card id"),
+            std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + "one,Card,24,24000,900,80,1700,30,60,30,60,6,300,guessed\n")
+                .find("cards.csv:2:14 (visible_source)"),
+            std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + "one,Card,24,,900,80,1700,30,60,30,60,6,300,estimated\n")
+                .find("cards.csv:2:4 (cuda_visible_mib): a value is required"),
+            std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + "one,Card,24,24000,900,80.5,1700,30,60,30,60,6,300,estimated\n")
+                .find("cards.csv:2:6 (sms)"),
+            std::string::npos);
+}
+
+TEST_F(CardTableTest, ColumnsMayComeInAnyOrderAndEmptyRatesMeanNone) {
+  const CardTable table = load_card_table(
+      write("visible_source,id,name,memory_gb,cuda_visible_mib,bandwidth_gbs,sms,boost_mhz,fp32_tflops,"
+            "fp16_tensor_tflops,tf32_tflops,bf16_tflops,l2_mb,tdp_w\r\n"
+            "measured-public-log,old,Old Card,11,11172,484,28,1582,11.3,,,,2.75,250\r\n"));
+  const CardSpec& c = table.at("old");
+  EXPECT_EQ(c.cuda_visible_bytes(), 11172 * kMiB);
+  EXPECT_EQ(c.visible_source, VisibleSource::MeasuredPublicLog);
+  EXPECT_FALSE(c.fp16_tensor_tflops || c.tf32_tflops || c.bf16_tflops);
+  EXPECT_DOUBLE_EQ(c.l2_mb, 2.75);
+}
+
+}  // namespace
+}  // namespace voxfit::memory
