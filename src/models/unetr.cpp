@@ -65,7 +65,8 @@ void UNETRImpl::check_input(const std::vector<int64_t>& shape) const {
 }
 
 torch::Tensor UNETRImpl::tokens_to_volume(const torch::Tensor& tokens) const {
-  return tokens.view({tokens.size(0), grid_[0], grid_[1], grid_[2], tokens.size(2)})
+  return contiguous_grad(tokens)
+      .view({tokens.size(0), grid_[0], grid_[1], grid_[2], tokens.size(2)})
       .permute({0, 4, 1, 2, 3})
       .contiguous(conv_memory_format(3, options_.channels_last()));
 }

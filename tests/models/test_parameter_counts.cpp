@@ -30,7 +30,9 @@ TEST_P(ParameterCount, MatchesReferenceImplementation) {
   ctx.params = c.params;
   const Network net = make_model(c.model, ctx);
   EXPECT_EQ(count_parameters(*net), c.expected);
-  if (c.params.empty()) EXPECT_EQ(find_model(c.model).reference_parameters, c.expected);
+  if (c.params.empty()) {
+    EXPECT_EQ(find_model(c.model).reference_parameters, c.expected);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -119,13 +121,16 @@ TEST(Initialisation, FollowsTheReferenceImplementations) {
   torch::manual_seed(0);
   // timm ViT: trunc-normal(0.02) linears with zero bias, class token ~ N(0, 1e-6).
   VisionTransformer vit(VisionTransformerOptions().hidden_size(64).mlp_dim(256).num_heads(4).num_layers(2));
-  for (const auto& [name, p] : vit->named_parameters()) {
+  for (const auto& item : vit->named_parameters()) {
+    const std::string& name = item.key();
+    const torch::Tensor& p = item.value();
     if (name.find("qkv.weight") != std::string::npos || name.find("fc1.weight") != std::string::npos) {
       EXPECT_NEAR(p.std().item<double>(), 0.02, 0.002) << name;
       EXPECT_LE(p.abs().max().item<double>(), 2.0) << name;
     }
-    if (name.find("qkv.bias") != std::string::npos || name == "head.bias")
+    if (name.find("qkv.bias") != std::string::npos || name == "head.bias") {
       EXPECT_EQ(p.abs().max().item<double>(), 0.0) << name;
+    }
   }
   EXPECT_LT(vit->named_parameters()["cls_token"].abs().max().item<double>(), 1e-4);
   EXPECT_NEAR(vit->named_parameters()["pos_embed"].std().item<double>(), 0.02, 0.002);

@@ -24,6 +24,12 @@ std::vector<torch::Tensor> checkpoint(const BlockFn& fn, const std::vector<torch
 torch::Tensor checkpoint(const std::function<torch::Tensor(const torch::Tensor&)>& fn,
                          const torch::Tensor& x);
 
+/// Identity whose backward makes the gradient contiguous. Put it where a tensor fans out to a
+/// branch whose gradient comes back permuted (UNETR's token -> volume skips): the engine sums a
+/// fan-out's gradients in graph order and the sum takes the first one's layout, so without it the
+/// layout, and with it the GEMM rounding downstream, would depend on what is checkpointed.
+torch::Tensor contiguous_grad(const torch::Tensor& x);
+
 /// Whether a block of this kind is checkpointed under `mode`: `blocks` takes the main units
 /// (transformer blocks, UNet encoder stages, ResNet bottlenecks), `all` every unit.
 inline bool checkpoints(CheckpointMode mode, bool main_unit) {
