@@ -62,15 +62,16 @@ SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
     std::int64_t next = fit.points >= 2 ? fit.predict(usable) : 0;
     if (first) r.predicted = next;
     first = false;
-    // Inside the open interval; when the model cannot place it there, bisect (doubling while no
-    // failure has been seen yet).
-    if (next <= lo || next >= hi) next = hi > o.max_batch ? std::min(o.max_batch, std::max<std::int64_t>(lo * 2, lo + 1))
-                                                        : lo + (hi - lo) / 2;
+    // Inside the open interval; when the model cannot place it there: a step of a quarter up while
+    // no failure has been seen (the fit was pessimistic), else bisection.
+    const bool from_model = next > lo && next < hi;
+    if (!from_model)
+      next = hi > o.max_batch ? std::min(o.max_batch, lo + std::max<std::int64_t>(1, lo / 4)) : lo + (hi - lo) / 2;
     // A fitting prediction is confirmed by probing one above it, and a failing one by one below.
     const std::int64_t previous_lo = lo;
     if (run(next)) {
       if (next + 1 < hi) run(next + 1);
-    } else if (next - 1 > previous_lo) {
+    } else if (from_model && next - 1 > previous_lo) {
       run(next - 1);
     }
   }

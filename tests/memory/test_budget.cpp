@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "test_support.h"
+#include "support/test_support.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <set>
 
-#include "test_support.h"
+#include "support/test_support.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 #include "voxfit/memory/card_table.h"

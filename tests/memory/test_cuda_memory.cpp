@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "test_support.h"
+#include "support/test_support.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"

@@ -31,7 +31,8 @@ class TrainingProbe {
   Probe operator()(std::int64_t batch);
   /// Live bytes when the probe object was made: every probe must return to it (tested).
   std::uint64_t baseline_bytes() const { return baseline_; }
-  /// Probes after which live memory did not return to the baseline (a leak; should stay 0).
+  /// Probes after which live memory was higher than after the probe before (a leak; stays 0).
+  /// The first probe may leave library workspaces (cuBLAS, cuDNN) behind; they are not a leak.
   int leaks() const { return leaks_; }
 
  private:
@@ -40,6 +41,8 @@ class TrainingProbe {
   ProbeOptions options_;
   std::uint64_t baseline_ = 0;
   int leaks_ = 0;
+  int probes_ = 0;
+  std::uint64_t after_previous_ = 0;
 };
 
 }  // namespace voxfit::sweep
