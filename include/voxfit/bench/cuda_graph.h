@@ -1,0 +1,25 @@
+#pragma once
+// CUDA-graph capture of a whole step (CUDA builds only): one graph launch replaces the hundreds
+// of kernel launches of a ResNet50 or ViT forward, so the host never limits throughput.
+#if defined(VOXFIT_WITH_CUDA)
+#include <functional>
+#include <memory>
+
+namespace voxfit::bench {
+
+/// A step recorded once and replayed on the current stream. Its tensors (inputs read, outputs
+/// written) must stay alive and keep their addresses while the graph exists.
+class CapturedStep {
+ public:
+  virtual ~CapturedStep() = default;
+  virtual void replay() = 0;
+};
+
+/// Runs `step` `warmup_runs` times eagerly on a side stream of `device_index` (filling cuDNN's
+/// algorithm cache and the allocator, which capture cannot do), then captures one more run.
+/// Throws c10::Error if the step does something capture forbids (host syncs, CPU tensors).
+std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index,
+                                           int warmup_runs);
+
+}  // namespace voxfit::bench
+#endif

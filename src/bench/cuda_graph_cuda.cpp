@@ -1,0 +1,42 @@
+#include "voxfit/bench/cuda_graph.h"
+
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/cuda.h>
+
+namespace voxfit::bench {
+
+namespace {
+
+class GraphStep final : public CapturedStep {
+ public:
+  GraphStep(const std::function<void()>& step, int device_index, int warmup_runs) {
+    const auto device = static_cast<c10::DeviceIndex>(device_index);
+    c10::cuda::CUDAGuard device_guard(device);
+    // Capture is illegal on the legacy default stream, and the side stream must not start before
+    // the weights and inputs queued on the default stream exist.
+    torch::cuda::synchronize(device_index);
+    c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, device));
+    for (int i = 0; i < warmup_runs; ++i) step();
+    torch::cuda::synchronize(device_index);
+    graph_.capture_begin();
+    step();
+    graph_.capture_end();
+    torch::cuda::synchronize(device_index);
+  }
+
+  void replay() override { graph_.replay(); }
+
+ private:
+  at::cuda::CUDAGraph graph_;
+};
+
+}  // namespace
+
+std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index,
+                                           int warmup_runs) {
+  return std::make_unique<GraphStep>(step, device_index, warmup_runs);
+}
+
+}  // namespace voxfit::bench
