@@ -61,6 +61,12 @@ torch::nn::AnyModule make_act(const std::string& name) {
 
 void trunc_normal_(torch::Tensor t, double std, double a, double b) {
   torch::NoGradGuard no_grad;
+  // Bounds beyond 6 sigma cut off less than 1e-9 of the mass: a clamped normal is the same
+  // distribution and several times faster than the inverse-CDF route (86M weights for ViT-B).
+  if (a <= -6 * std && b >= 6 * std) {
+    t.normal_(0.0, std).clamp_(a, b);
+    return;
+  }
   const auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
   const double lo = cdf(a / std), hi = cdf(b / std);
   t.uniform_(2 * lo - 1, 2 * hi - 1);

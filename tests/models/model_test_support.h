@@ -29,8 +29,9 @@ inline std::vector<SmallNet> small_nets() {
        {32, 32, 16},
        1,
        3},
-      // 64^3: the deepest map is 2^3; at 1^3 InstanceNorm has a single element and zeroes its input.
-      {"swin_unetr", {{"feature_size", "12"}, {"use_v2", "true"}}, {64, 64, 64}, 1, 3},
+      // 64 x 32 x 32: the deepest map is 2x1x1 (at 1^3 InstanceNorm has one element and zeroes its
+      // input); stage 3 shifts along one axis only, where the window did not shrink.
+      {"swin_unetr", {{"feature_size", "12"}, {"use_v2", "true"}}, {64, 32, 32}, 1, 3},
       {"resnet50", {{"blocks_per_stage", "1,1,1,1"}, {"zero_init_last", "false"}}, {64, 64}, 3, 5},
       {"vit_base_patch16_224",
        {{"hidden_size", "32"}, {"mlp_dim", "64"}, {"num_heads", "4"}, {"num_layers", "2"}},

@@ -119,7 +119,7 @@ TEST(ShapeErrors, UnetrPatchNotDivisibleBy16) {
 }
 
 TEST(ShapeErrors, UnetrInputOtherThanItsPositionEmbeddingGrid) {
-  const auto& small = test::small_nets()[1];
+  const test::SmallNet small = test::small_nets()[1];
   const Network net = make_model("unetr", test::context_of(small));
   const auto msg = model_error([&] { net->forward(torch::zeros({1, 1, 32, 32, 32})); });
   EXPECT_NE(msg.find("expected [32, 32, 16]"), std::string::npos) << msg;
@@ -140,7 +140,7 @@ TEST(ShapeErrors, WrongChannelCount) {
 }
 
 TEST(ShapeErrors, WrongRankAndWrongPatchDimensions) {
-  const auto& small = test::small_nets()[0];
+  const test::SmallNet small = test::small_nets()[0];
   const Network net = make_model(small.model, test::context_of(small));
   const auto msg = model_error([&] { net->forward(torch::zeros({1, 2, 16, 32})); });
   EXPECT_NE(msg.find("[B, C, D, H, W]"), std::string::npos) << msg;

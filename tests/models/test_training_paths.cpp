@@ -86,7 +86,7 @@ TEST_P(PerNetwork, MathAndSdpaAttentionAgree) {
   const test::SmallNet& small = GetParam();
   if (small.model == "unet3d" || small.model == "resnet50") GTEST_SKIP() << "no attention in " << small.model;
   ModelContext ctx = test::context_of(small);
-  const auto input = torch::randn(test::input_shape(small, 2));
+  const auto input = torch::randn(test::input_shape(small, 1));
   std::vector<torch::Tensor> outs;
   for (const auto mode : {AttentionMode::kMath, AttentionMode::kSdpa}) {
     ctx.attention = mode;
