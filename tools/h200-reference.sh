@@ -3,7 +3,8 @@
 #   bash tools/device-build.sh --no-tests && bash tools/h200-reference.sh
 # Two models x two precisions at batch 64 x 30 steps, 5 iterations, random input, cuDNN benchmark
 # on, TF32 matrix products off for both tools (PyTorch 2.x's default); then both with TF32 on for
-# float32 (the reference's PyTorch 1.9 default), and voxfit without CUDA graphs. Logs, voxfit's
+# float32 (the reference's PyTorch 1.9 default), voxfit without CUDA graphs, and the ViT with each
+# tool's fused and explicit attention (where a ViT gap comes from). Logs, voxfit's
 # JSON results and reference.md (the table, printed last) go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -53,6 +54,13 @@ for m in "${models[@]}"; do bench "voxfit_${m}_float32_tf32" "$m" float32 --tf32
 for m in "${models[@]}"; do
   for p in "${precisions[@]}"; do bench "voxfit_${m}_${p}_nograph" "$m" "$p" --tf32 off --cuda-graph off; done
 done
+# Where the ViT's time goes: each tool's fused (SDPA) against its explicit matmul-softmax attention.
+vit=vit_base_patch16_224
+bench "voxfit_vit_float16_sdpa" "$vit" float16 --attention sdpa
+bench "voxfit_vit_float16_math" "$vit" float16 --attention math
+python3 tools/timm_reference.py --model "$vit" --precision float16 "${common[@]}" --fused-attn off \
+  >"$out/timm_math.log" 2>"$out/timm_math.err" || echo "h200-reference: timm (math attention) failed (see timm_math.err)"
+cat "$out/timm_math.log"
 
 row() {  # row SETTING VOXFIT_LOG TIMM_LOG MODEL PRECISION
   local v t r
@@ -86,6 +94,8 @@ row() {  # row SETTING VOXFIT_LOG TIMM_LOG MODEL PRECISION
       row "$m $p$tf, voxfit without CUDA graph" "voxfit_${m}_${p}_nograph" timm "$m" "$p"
     done
   done
+  row "$vit float16, voxfit --attention sdpa" voxfit_vit_float16_sdpa timm "$vit" float16
+  row "$vit float16, voxfit --attention math vs timm fused_attn off" voxfit_vit_float16_math timm_math "$vit" float16
 } >"$out/reference.md"
 echo
 cat "$out/reference.md"

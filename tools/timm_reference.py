@@ -60,12 +60,16 @@ def main():
                     help="TF32 float32 matrix products (PyTorch 2.x default: off)")
     ap.add_argument("--cudnn-tf32", choices=["on", "off"], default="on",
                     help="TF32 float32 cuDNN convolutions (PyTorch default: on)")
+    ap.add_argument("--fused-attn", choices=["on", "off"], default="on",
+                    help="off: timm's explicit matmul-softmax attention instead of F.scaled_dot_product_attention")
     args = ap.parse_args()
     if args.batch < 1 or args.steps < 1 or args.iterations < 2:
         ap.error("--batch and --steps must be >= 1, --iterations >= 2")
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
     torch.backends.cudnn.allow_tf32 = args.cudnn_tf32 == "on"
+    # Read by timm's Attention when it is built, so it must be set before create_model.
+    timm.layers.set_fused_attn(args.fused_attn == "on")
     for name in args.model:
         for precision in args.precision:
             run(name, precision, args)
