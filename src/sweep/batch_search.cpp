@@ -58,7 +58,14 @@ SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
   const double usable = static_cast<double>(o.usable_bytes);
   bool first = true;
   while (hi - lo > 1) {
-    const MemoryFit fit = fit_memory(r.probes);
+    // Predict from the two largest batches that fitted: the local slope follows memory that is not
+    // quite linear in the batch much better than a fit through every point.
+    std::vector<Probe> fitted;
+    for (const auto& p : r.probes)
+      if (p.fits) fitted.push_back(p);
+    std::sort(fitted.begin(), fitted.end(), [](const Probe& a, const Probe& b) { return a.batch > b.batch; });
+    if (fitted.size() > 2) fitted.resize(2);
+    const MemoryFit fit = fit_memory(fitted);
     std::int64_t next = fit.points >= 2 ? fit.predict(usable) : 0;
     if (first) r.predicted = next;
     first = false;
