@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 #include <torch/version.h>
 
+#include <cstdint>
 #include <optional>
 
 #if defined(VOXFIT_WITH_CUDA)
@@ -106,6 +107,36 @@ class AutocastScope {
   c10::DeviceType device_;
   bool was_enabled_;
 };
+
+namespace detail {
+template <class Event>
+auto kineto_start_ns(const Event& e, int) -> decltype(static_cast<std::int64_t>(e.startNs())) {
+  return static_cast<std::int64_t>(e.startNs());
+}
+template <class Event>
+std::int64_t kineto_start_ns(const Event& e, long) {
+  return static_cast<std::int64_t>(e.startUs()) * 1000;
+}
+template <class Event>
+auto kineto_duration_ns(const Event& e, int) -> decltype(static_cast<std::int64_t>(e.durationNs())) {
+  return static_cast<std::int64_t>(e.durationNs());
+}
+template <class Event>
+std::int64_t kineto_duration_ns(const Event& e, long) {
+  return static_cast<std::int64_t>(e.durationUs()) * 1000;
+}
+}  // namespace detail
+
+/// A Kineto event's start and duration in nanoseconds: 1.13's KinetoEvent has startUs/durationUs,
+/// 2.x's startNs/durationNs (detected by overload, not by version number).
+template <class Event>
+std::int64_t kineto_start_ns(const Event& e) {
+  return detail::kineto_start_ns(e, 0);
+}
+template <class Event>
+std::int64_t kineto_duration_ns(const Event& e) {
+  return detail::kineto_duration_ns(e, 0);
+}
 
 #if defined(VOXFIT_WITH_CUDA)
 namespace cuda_alloc = c10::cuda::CUDACachingAllocator;

@@ -1,0 +1,203 @@
+#include "voxfit/cards/prediction_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "voxfit/core/atomic_file.h"
+
+namespace voxfit::cards {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string patch_text(const std::vector<std::int64_t>& input_shape) {
+  std::string s;
+  for (std::size_t i = 2; i < input_shape.size(); ++i) s += (i > 2 ? "x" : "") + std::to_string(input_shape[i]);
+  return s;
+}
+
+const CardPrediction* find_card(const ProfilePredictions& p, const std::string& card) {
+  for (const auto& c : p.cards)
+    if (c.card == card) return &c;
+  return nullptr;
+}
+
+// Samples/s measured at `batch` (linear between timed batches, the last value beyond them).
+double interpolate(const std::vector<std::pair<std::int64_t, double>>& curve, std::int64_t batch) {
+  if (curve.empty() || batch < 1) return 0;
+  if (batch <= curve.front().first) return curve.front().second;
+  for (std::size_t i = 1; i < curve.size(); ++i)
+    if (batch <= curve[i].first) {
+      const auto [b0, s0] = curve[i - 1];
+      const auto [b1, s1] = curve[i];
+      return s0 + (s1 - s0) * static_cast<double>(batch - b0) / static_cast<double>(b1 - b0);
+    }
+  return curve.back().second;
+}
+
+}  // namespace
+
+std::vector<ProfilePredictions> predict_all(const std::vector<KernelProfile>& profiles, const memory::CardTable& table,
+                                            const RooflineConstants& k) {
+  std::vector<ProfilePredictions> out;
+  for (const auto& profile : profiles) {
+    ProfilePredictions p;
+    p.profile = profile;
+    const memory::CardSpec& source = source_card(profile, table);
+    p.source_card = source.id;
+    for (const auto& card : table.cards()) p.cards.push_back(predict_card(profile, source, card, k));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<ReferenceCheck> check_reference(const std::vector<ProfilePredictions>& predictions,
+                                            const std::vector<bench::ReferenceRow>& reference) {
+  std::vector<ReferenceCheck> out;
+  for (const auto& p : predictions) {
+    if (p.profile.train) continue;
+    for (const auto& row : reference) {
+      if (row.model != p.profile.model || row.precision != p.profile.precision) continue;
+      const CardPrediction* c = find_card(p, row.card);
+      if (!c) continue;
+      out.push_back({row, c->samples_per_s, c->samples_per_s / row.images_per_s - 1.0});
+    }
+  }
+  return out;
+}
+
+std::vector<FitThroughput> fit_throughput(const std::vector<CardFit>& fits, const std::vector<SweptPoint>& points,
+                                          const std::vector<ProfilePredictions>& predictions) {
+  std::map<std::string, std::vector<std::pair<std::int64_t, double>>> curves;  // config -> measured curve
+  for (const auto& pt : points) {
+    auto& c = curves[pt.config()];
+    for (const auto& t : pt.throughput)
+      if (std::none_of(c.begin(), c.end(), [&](const auto& x) { return x.first == t.first; })) c.push_back(t);
+  }
+  for (auto& [config, c] : curves) std::sort(c.begin(), c.end());
+  std::vector<FitThroughput> out;
+  for (const auto& f : fits) {
+    FitThroughput ft{f, 0.0};
+    for (const auto& p : predictions) {
+      const auto& pr = p.profile;
+      if (!pr.train || pr.model != f.model || pr.precision != f.precision || patch_text(pr.input_shape) != f.patch)
+        continue;
+      const CardPrediction* here = find_card(p, p.source_card);
+      const CardPrediction* there = find_card(p, f.card);
+      if (!here || !there || here->samples_per_s <= 0) continue;
+      ft.samples_per_s = interpolate(curves[f.config], f.predicted_batch) * there->samples_per_s / here->samples_per_s;
+      break;
+    }
+    out.push_back(ft);
+  }
+  return out;
+}
+
+std::string write_prediction_report(const std::vector<ProfilePredictions>& predictions,
+                                    const std::vector<ReferenceCheck>& checks,
+                                    const std::vector<FitThroughput>& fit_throughputs, const RooflineConstants& k,
+                                    const fs::path& dir, bool plot) {
+  fs::create_directories(dir);
+  std::ostringstream csv;
+  csv << "profile,model,precision,train,batch,source_card,card,predicted_samples_per_s,kernel_ms,overhead_ms,step_ms,"
+         "compute_bound_share\n";
+  for (const auto& p : predictions)
+    for (const auto& c : p.cards)
+      csv << '"' << p.profile.label() << "\"," << p.profile.model << "," << p.profile.precision << ","
+          << (p.profile.train ? "true" : "false") << "," << p.profile.batch << "," << p.source_card << "," << c.card
+          << "," << fixed(c.samples_per_s, 1) << "," << fixed(c.kernel_s * 1e3, 3) << ","
+          << fixed(c.overhead_s * 1e3, 3) << "," << fixed(c.step_s * 1e3, 3) << ","
+          << fixed(c.compute_bound_share, 3) << "\n";
+  write_file_atomic(dir / "predictions.csv", csv.str());
+
+  std::ostringstream md;
+  md << "# Predicted throughput per card\n\nSamples (images) per second, each profile's kernels scaled to every card by "
+        "the roofline ratio (memory efficiency "
+     << fixed(k.memory_efficiency, 2) << ", compute efficiency " << fixed(k.compute_efficiency, 2)
+     << ", kernel latency " << fixed(k.kernel_latency_us, 1)
+     << " us; the same for every card), launch and host time kept from the profile.\n\n| card |";
+  for (const auto& p : predictions) md << " " << p.profile.label() << " |";
+  md << "\n|---|";
+  for (std::size_t i = 0; i < predictions.size(); ++i) md << "---:|";
+  md << "\n";
+  if (!predictions.empty())
+    for (std::size_t c = 0; c < predictions.front().cards.size(); ++c) {
+      md << "| " << predictions.front().cards[c].card << " |";
+      for (const auto& p : predictions) md << " " << fixed(p.cards[c].samples_per_s, 1) << " |";
+      md << "\n";
+    }
+  md << "\nProfiles:";
+  for (const auto& p : predictions)
+    md << " " << p.profile.label() << " on " << p.profile.device_name << " (" << p.source_card << "): measured "
+       << fixed(p.profile.samples_per_s(), 1) << " samples/s, kernels " << fixed(p.profile.kernel_s_per_step() * 1e3, 3)
+       << " ms + other " << fixed(p.profile.overhead_s_per_step() * 1e3, 3) << " ms a step;";
+  md << "\n";
+  if (!checks.empty()) {
+    md << "\n## Against the published numbers\n\n| card | model | precision | published img/s | predicted img/s | error |\n"
+          "|---|---|---|---:|---:|---:|\n";
+    for (const auto& c : checks)
+      md << "| " << c.reference.card << " | " << c.reference.model << " | " << c.reference.precision << " | "
+         << fixed(c.reference.images_per_s, 0) << " | " << fixed(c.predicted, 0) << " | "
+         << (c.error >= 0 ? "+" : "") << fixed(100.0 * c.error, 1) << "% |\n";
+  }
+  if (!fit_throughputs.empty()) {
+    md << "\n## Largest batch and samples/s per card\n\nThe sweep's memory fit gives the batch; samples/s there is the "
+          "sweep's measured curve on the profiled GPU times the card's predicted speed from the matching training "
+          "profile (blank: no profile).\n\n| model | patch | precision | checkpointing | card | batch | samples/s |\n"
+          "|---|---|---|---|---|---:|---:|\n";
+    for (const auto& f : fit_throughputs)
+      md << "| " << f.fit.model << " | " << f.fit.patch << " | " << f.fit.precision << " | " << f.fit.checkpoint
+         << " | " << f.fit.card << " | " << f.fit.predicted_batch << (f.fit.measured_batch ? " (measured " + std::to_string(*f.fit.measured_batch) + ")" : "")
+         << " | " << (f.samples_per_s > 0 ? fixed(f.samples_per_s, 1) : "") << " |\n";
+    std::ostringstream fcsv;
+    fcsv << "model,patch,precision,checkpoint,card,predicted_max_batch,measured_max_batch,predicted_samples_per_s\n";
+    for (const auto& f : fit_throughputs)
+      fcsv << f.fit.model << "," << f.fit.patch << "," << f.fit.precision << "," << f.fit.checkpoint << ","
+           << f.fit.card << "," << f.fit.predicted_batch << ","
+           << (f.fit.measured_batch ? std::to_string(*f.fit.measured_batch) : "") << ","
+           << (f.samples_per_s > 0 ? fixed(f.samples_per_s, 2) : "") << "\n";
+    write_file_atomic(dir / "fit_throughput.csv", fcsv.str());
+  }
+
+  bool plotted = false;
+  if (plot && !predictions.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    std::ostringstream dat;
+    dat << "card";
+    for (const auto& p : predictions) dat << " \"" << p.profile.label() << "\"";
+    dat << "\n";
+    for (std::size_t c = 0; c < predictions.front().cards.size(); ++c) {
+      dat << predictions.front().cards[c].card;
+      for (const auto& p : predictions) dat << " " << fixed(p.cards[c].samples_per_s, 2);
+      dat << "\n";
+    }
+    write_file_atomic(dir / "predictions.dat", dat.str());
+    std::ostringstream gp;
+    gp << "set terminal pngcairo size 1200,700 noenhanced\nset output '" << (dir / "predictions.png.tmp").string()
+       << "'\nset title 'Predicted throughput per card'\nset ylabel 'samples/s'\nset logscale y\nset grid ytics\n"
+       << "set style data histograms\nset style histogram cluster gap 1\nset style fill solid 0.8 border -1\n"
+       << "set xtics rotate by -45\nset key outside right\n"
+       << "plot for [i=2:" << predictions.size() + 1 << "] '" << (dir / "predictions.dat").string()
+       << "' using i:xtic(1) title columnheader(i)\n";
+    write_file_atomic(dir / "predictions.gp", gp.str());
+    const std::string cmd = "gnuplot '" + (dir / "predictions.gp").string() + "' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) {
+      fs::rename(dir / "predictions.png.tmp", dir / "predictions.png");
+      plotted = true;
+    }
+  }
+  md << (plotted ? "\n![predicted throughput](predictions.png)\n" : "\n(no plot: gnuplot is not here or --plot off)\n");
+  write_file_atomic(dir / "predictions.md", md.str());
+  return md.str();
+}
+
+}  // namespace voxfit::cards

@@ -1,0 +1,139 @@
+// The scaling arithmetic of `voxfit cards predict` on a synthetic profile and made-up cards whose
+// numbers make the expected times easy to compute by hand.
+#include <gtest/gtest.h>
+
+#include "voxfit/cards/roofline.h"
+#include "voxfit/core/error.h"
+
+namespace voxfit::cards {
+namespace {
+
+memory::CardSpec card(const std::string& id, double bandwidth_gbs, double fp16_tflops, double fp32_tflops,
+                      std::optional<double> tf32_tflops) {
+  memory::CardSpec c;
+  c.id = id;
+  c.name = "Card " + id;
+  c.bandwidth_gbs = bandwidth_gbs;
+  c.fp16_tensor_tflops = fp16_tflops;
+  c.fp32_tflops = fp32_tflops;
+  c.tf32_tflops = tf32_tflops;
+  return c;
+}
+
+// Source: 1000 GB/s, 100 FP16 tensor TFLOP/s (ridge 100 FLOP/B). A: half the bandwidth, same
+// compute. B: same bandwidth, a quarter of the compute.
+const memory::CardSpec kSource = card("src", 1000, 100, 10, 20);
+const memory::CardSpec kA = card("a", 500, 100, 10, 20);
+const memory::CardSpec kB = card("b", 1000, 25, 10, std::nullopt);
+
+RooflineConstants exact() {
+  RooflineConstants k;
+  k.memory_efficiency = 1.0;
+  k.compute_efficiency = 1.0;
+  k.kernel_latency_us = 0.0;
+  return k;
+}
+
+KernelRecord kernel(double time_us, double flops, double bytes, MathKind math = MathKind::kFp16Tensor) {
+  KernelRecord k;
+  k.name = "k";
+  k.kind = "kernel";
+  k.math = math;
+  k.calls = 10;
+  k.time_us = time_us;
+  k.flops = flops;
+  k.bytes = bytes;
+  return k;
+}
+
+TEST(Roofline, PeakRatesFollowTheArithmeticAndFallBack) {
+  EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kFp16Tensor), 100e12);
+  EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kTf32), 20e12);
+  EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kFp32), 10e12);
+  EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kTf32), 10e12);         // no TF32: FP32
+  EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kBf16Tensor), 25e12);   // no BF16 entry: FP16 tensor
+  EXPECT_DOUBLE_EQ(bandwidth_bytes(kA), 500e9);
+}
+
+TEST(Roofline, ComputeBoundKernelScalesWithComputeOnly) {
+  // 1e12 FLOPs, 1e9 bytes: 10 ms of compute against 1 ms of memory on the source.
+  const KernelRecord k = kernel(20000, 1e12, 1e9);
+  EXPECT_NEAR(scale_kernel_us(k, kSource, kA, exact()), 20000, 1e-6);  // A: 10 ms vs 2 ms, still compute
+  EXPECT_NEAR(scale_kernel_us(k, kSource, kB, exact()), 80000, 1e-6);  // B: 40 ms of compute
+  EXPECT_NEAR(scale_kernel_us(k, kSource, kSource, exact()), 20000, 1e-6);
+}
+
+TEST(Roofline, MemoryBoundKernelScalesWithBandwidthOnly) {
+  // 1e9 FLOPs, 1e10 bytes: 10 ms of memory on the source.
+  const KernelRecord k = kernel(15000, 1e9, 1e10);
+  EXPECT_NEAR(scale_kernel_us(k, kSource, kA, exact()), 30000, 1e-6);
+  EXPECT_NEAR(scale_kernel_us(k, kSource, kB, exact()), 15000, 1e-6);
+  // Nothing known: a copy, scaled by bandwidth.
+  EXPECT_NEAR(scale_kernel_us(kernel(100, 0, 0), kSource, kA, exact()), 200, 1e-9);
+}
+
+TEST(Roofline, KernelOnTheRidgeTakesTheSlowerSideOfEachCard) {
+  // 5e11 FLOPs and 5e9 bytes: 5 ms either way on the source; A is bandwidth-starved (10 ms),
+  // B compute-starved (20 ms).
+  const KernelRecord k = kernel(6000, 5e11, 5e9);
+  EXPECT_NEAR(scale_kernel_us(k, kSource, kA, exact()), 12000, 1e-6);
+  EXPECT_NEAR(scale_kernel_us(k, kSource, kB, exact()), 24000, 1e-6);
+}
+
+TEST(Roofline, EfficienciesMoveTheRidgeTheSameWayOnEveryCard) {
+  // At memory efficiency 0.5 the ridge kernel is memory bound on the source (10 ms vs 5 ms), so on
+  // B (20 ms of compute at 100%, 10 ms of memory at 50%) it grows by 2, not 4.
+  RooflineConstants k = exact();
+  k.memory_efficiency = 0.5;
+  EXPECT_NEAR(scale_kernel_us(kernel(6000, 5e11, 5e9), kSource, kB, k), 12000, 1e-6);
+}
+
+TEST(Roofline, LatencyPartIsKeptAndTheRestScaled) {
+  RooflineConstants k = exact();
+  k.kernel_latency_us = 100;  // 10 calls: 1000 us kept, 14000 us doubled on A
+  EXPECT_NEAR(scale_kernel_us(kernel(15000, 1e9, 1e10), kSource, kA, k), 1000 + 28000, 1e-6);
+  // A kernel shorter than its latency is kept as it is.
+  EXPECT_NEAR(scale_kernel_us(kernel(500, 1e9, 1e10), kSource, kA, k), 500, 1e-9);
+}
+
+TEST(Roofline, PredictCardSumsKernelsAndKeepsTheOverhead) {
+  KernelProfile p;
+  p.batch = 8;
+  p.kernels = {kernel(20000, 1e12, 1e9), kernel(15000, 1e9, 1e10)};
+  p.wall_s_per_step = 0.035 + 0.005;  // 35 ms of kernels, 5 ms of launches and host work
+  ASSERT_NEAR(p.overhead_s_per_step(), 0.005, 1e-12);
+  const CardPrediction a = predict_card(p, kSource, kA, exact());
+  EXPECT_EQ(a.card, "a");
+  EXPECT_NEAR(a.kernel_s, 0.050, 1e-12);
+  EXPECT_NEAR(a.step_s, 0.055, 1e-12);
+  EXPECT_NEAR(a.samples_per_s, 8 / 0.055, 1e-9);
+  EXPECT_NEAR(a.compute_bound_share, 20.0 / 50.0, 1e-12);
+  const CardPrediction b = predict_card(p, kSource, kB, exact());
+  EXPECT_NEAR(b.step_s, 0.080 + 0.015 + 0.005, 1e-12);
+  // The source itself reproduces the measured throughput.
+  EXPECT_NEAR(predict_card(p, kSource, kSource, exact()).samples_per_s, p.samples_per_s(), 1e-9);
+  // The overhead is never negative (a wall time below the kernel sum: overlapping streams).
+  p.wall_s_per_step = 0.030;
+  EXPECT_EQ(p.overhead_s_per_step(), 0.0);
+}
+
+TEST(Roofline, SourceCardByIdThenByCudaNameElseError) {
+  const memory::CardTable table({kSource, kA}, "cards.csv");
+  KernelProfile p;
+  p.card = "a";
+  p.device_name = "Card src";
+  EXPECT_EQ(source_card(p, table).id, "a");
+  p.card = "";
+  EXPECT_EQ(source_card(p, table).id, "src");
+  p.device_name = "NVIDIA B200";
+  try {
+    source_card(p, table);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("cards.csv"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("NVIDIA B200"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace voxfit::cards
