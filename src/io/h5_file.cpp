@@ -1,7 +1,13 @@
 #include "voxfit/io/h5_file.h"
 
 #include <H5Cpp.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
+#include <map>
 #include <mutex>
 
 #include "voxfit/core/atomic_file.h"
@@ -16,10 +22,11 @@ std::recursive_mutex& h5_mutex() {
   return m;
 }
 
-// Errors become IoErrors; HDF5's own stack dump on stderr would only repeat them.
+// Errors become IoErrors; HDF5's own stack dump on stderr would only repeat them. A thread-safe
+// HDF5 keeps that setting per thread, and loader threads call HDF5 too.
 std::unique_lock<std::recursive_mutex> h5_lock() {
   std::unique_lock<std::recursive_mutex> lock(h5_mutex());
-  static const bool quiet = [] {
+  thread_local const bool quiet = [] {
     H5::Exception::dontPrint();
     return true;
   }();
@@ -103,8 +110,141 @@ auto with_object(const H5::H5File& file, const std::string& name, F&& f) {
 
 }  // namespace
 
+// Where a dataset's bytes lie in the file, for datasets stored raw (no filter) in the native
+// type: box reads then copy straight from a read-only mapping of the file, without HDF5 and its
+// global lock, so the loader's threads read in parallel (nnU-Net reads its unpacked .npy cases
+// through memory maps for the same reason). Other datasets go through HDF5.
+struct DirectLayout {
+  torch::ScalarType dtype = torch::kFloat32;
+  std::vector<std::int64_t> dims, chunk;  // chunk == dims for contiguous storage
+  std::vector<std::int64_t> grid;         // chunks per axis
+  std::vector<std::uint64_t> offsets;     // file offset of each chunk, row-major over the grid
+};
+
+namespace {
+
+std::optional<torch::ScalarType> native_dtype(hid_t type) {
+  const std::pair<hid_t, torch::ScalarType> natives[] = {
+      {H5T_NATIVE_FLOAT, torch::kFloat32}, {H5T_NATIVE_DOUBLE, torch::kFloat64}, {H5T_NATIVE_INT16, torch::kInt16},
+      {H5T_NATIVE_INT32, torch::kInt32},   {H5T_NATIVE_INT64, torch::kInt64},    {H5T_NATIVE_INT8, torch::kInt8},
+      {H5T_NATIVE_UINT8, torch::kUInt8}};
+  for (const auto& [h5, t] : natives)
+    if (H5Tequal(type, h5) > 0) return t;
+  return std::nullopt;
+}
+
+// Under the HDF5 lock. nullopt when the dataset must be read through HDF5.
+std::optional<DirectLayout> direct_layout(const H5::DataSet& ds, std::uint64_t file_size) {
+  const hid_t id = ds.getId();
+  const H5::DSetCreatPropList props = ds.getCreatePlist();
+  if (H5Pget_nfilters(props.getId()) != 0) return std::nullopt;
+  const H5::DataType type = ds.getDataType();
+  const auto dtype = native_dtype(type.getId());
+  if (!dtype) return std::nullopt;
+  DirectLayout l;
+  l.dtype = *dtype;
+  l.dims = dims_of(ds);
+  const std::size_t rank = l.dims.size();
+  const std::uint64_t elem = static_cast<std::uint64_t>(torch::elementSize(l.dtype));
+  const H5D_layout_t layout = props.getLayout();
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t at = H5Dget_offset(id);
+    if (at == HADDR_UNDEF) return std::nullopt;
+    l.chunk = l.dims;
+    l.grid.assign(rank, 1);
+    l.offsets = {at};
+  } else if (layout == H5D_CHUNKED) {
+    std::vector<hsize_t> c(rank);
+    if (props.getChunk(static_cast<int>(rank), c.data()) != static_cast<int>(rank)) return std::nullopt;
+    l.chunk.assign(c.begin(), c.end());
+    std::int64_t total = 1;
+    for (std::size_t i = 0; i < rank; ++i) {
+      l.grid.push_back((l.dims[i] + l.chunk[i] - 1) / l.chunk[i]);
+      total *= l.grid.back();
+    }
+    hsize_t n = 0;
+    if (H5Dget_num_chunks(id, H5S_ALL, &n) < 0 || static_cast<std::int64_t>(n) != total) return std::nullopt;
+    l.offsets.assign(static_cast<std::size_t>(total), 0);
+    std::vector<hsize_t> coords(rank);
+    for (hsize_t k = 0; k < n; ++k) {
+      unsigned mask = 0;
+      haddr_t at = HADDR_UNDEF;
+      hsize_t bytes = 0;
+      if (H5Dget_chunk_info(id, H5S_ALL, k, coords.data(), &mask, &at, &bytes) < 0 || at == HADDR_UNDEF)
+        return std::nullopt;
+      std::int64_t flat = 0;
+      for (std::size_t i = 0; i < rank; ++i) flat = flat * l.grid[i] + static_cast<std::int64_t>(coords[i]) / l.chunk[i];
+      l.offsets[static_cast<std::size_t>(flat)] = at;
+    }
+  } else {
+    return std::nullopt;
+  }
+  std::uint64_t span = elem;
+  for (auto c : l.chunk) span *= static_cast<std::uint64_t>(c);
+  for (auto at : l.offsets)
+    if (at == 0 || at + span > file_size) return std::nullopt;  // a chunk outside the file: let HDF5 say why
+  return l;
+}
+
+// Copies box [start, start + count) of a dataset laid out as `l` in `base` into `out` (row-major).
+void copy_box(const DirectLayout& l, const char* base, const std::vector<std::int64_t>& start,
+              const std::vector<std::int64_t>& count, char* out) {
+  const std::size_t rank = l.dims.size();
+  const std::size_t elem = torch::elementSize(l.dtype);
+  std::vector<std::int64_t> first(rank), last(rank), g(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    first[i] = start[i] / l.chunk[i];
+    last[i] = (start[i] + count[i] - 1) / l.chunk[i];
+    g[i] = first[i];
+  }
+  std::vector<std::int64_t> lo(rank), hi(rank), row(rank);
+  while (true) {
+    std::int64_t flat = 0;
+    for (std::size_t i = 0; i < rank; ++i) {
+      flat = flat * l.grid[i] + g[i];
+      lo[i] = std::max(start[i], g[i] * l.chunk[i]);
+      hi[i] = std::min(start[i] + count[i], (g[i] + 1) * l.chunk[i]);
+    }
+    const char* chunk = base + l.offsets[static_cast<std::size_t>(flat)];
+    // Every row (fixed indices on all axes but the last) of the box inside this chunk.
+    row = lo;
+    const std::size_t run = static_cast<std::size_t>(hi[rank - 1] - lo[rank - 1]) * elem;
+    while (true) {
+      std::int64_t src = 0, dst = 0;
+      for (std::size_t i = 0; i < rank; ++i) {
+        src = src * l.chunk[i] + (row[i] - g[i] * l.chunk[i]);
+        dst = dst * count[i] + (row[i] - start[i]);
+      }
+      std::memcpy(out + static_cast<std::size_t>(dst) * elem, chunk + static_cast<std::size_t>(src) * elem, run);
+      std::size_t a = rank - 1;
+      while (a-- > 0) {
+        if (++row[a] < hi[a]) break;
+        row[a] = lo[a];
+      }
+      if (a == static_cast<std::size_t>(-1)) break;
+    }
+    std::size_t a = rank;
+    while (a-- > 0) {
+      if (++g[a] <= last[a]) break;
+      g[a] = first[a];
+    }
+    if (a == static_cast<std::size_t>(-1)) break;
+  }
+}
+
+}  // namespace
+
 struct H5Reader::Impl {
   H5::H5File file;
+  // The read-only mapping of the whole file and the direct layouts found so far (nullopt: read
+  // through HDF5). Guarded by the HDF5 lock; the mapping itself is read without it.
+  const char* map = nullptr;
+  std::uint64_t map_size = 0;
+  std::map<std::string, std::optional<DirectLayout>> layouts;
+
+  ~Impl() {
+    if (map) ::munmap(const_cast<char*>(map), map_size);
+  }
 };
 
 H5Reader::H5Reader(const fs::path& file, std::size_t chunk_cache_bytes) : path_(file), impl_(std::make_unique<Impl>()) {
@@ -118,6 +258,17 @@ H5Reader::H5Reader(const fs::path& file, std::size_t chunk_cache_bytes) : path_(
   } catch (const H5::Exception& e) {
     throw IoError(file.string() + ": not a readable HDF5 file (" + describe(e) + ")");
   }
+  // Without a mapping every read goes through HDF5, which is correct, only slower.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_size > 0) {
+    void* m = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) {
+      impl_->map = static_cast<const char*>(m);
+      impl_->map_size = static_cast<std::uint64_t>(st.st_size);
+    }
+  }
+  if (fd >= 0) ::close(fd);
 }
 
 H5Reader::~H5Reader() {
@@ -177,9 +328,7 @@ void H5Reader::read_box_into(const std::string& dataset, const std::vector<std::
   auto lock = h5_lock();
   const std::string where = path_.string() + ":" + dataset;
   if (!link_exists(impl_->file, dataset)) throw IoError(where + ": no such dataset");
-  try {
-    const H5::DataSet ds = impl_->file.openDataSet(dataset);
-    const auto dims = dims_of(ds);
+  const auto check_box = [&](const std::vector<std::int64_t>& dims) {
     if (start.size() != dims.size() || count.size() != dims.size())
       throw IoError(where + ": box of rank " + std::to_string(start.size()) + " for a dataset of rank " +
                     std::to_string(dims.size()));
@@ -190,6 +339,22 @@ void H5Reader::read_box_into(const std::string& dataset, const std::vector<std::
                       std::to_string(dims[i]));
     if (!out.is_contiguous() || out.sizes().vec() != count)
       throw IoError(where + ": box destination must be contiguous with the box's shape");
+  };
+  try {
+    auto found = impl_->layouts.find(dataset);
+    if (found == impl_->layouts.end()) {
+      const H5::DataSet ds = impl_->file.openDataSet(dataset);
+      found = impl_->layouts.emplace(dataset, impl_->map ? direct_layout(ds, impl_->map_size) : std::nullopt).first;
+    }
+    if (found->second && found->second->dtype == out.scalar_type()) {
+      const DirectLayout& direct = *found->second;  // map entries stay put while the reader lives
+      check_box(direct.dims);
+      lock.unlock();
+      if (out.numel() > 0) copy_box(direct, impl_->map, start, count, static_cast<char*>(out.data_ptr()));
+      return;
+    }
+    const H5::DataSet ds = impl_->file.openDataSet(dataset);
+    check_box(dims_of(ds));
     if (out.numel() == 0) return;
     H5::DataSpace file_space = ds.getSpace();
     const std::vector<hsize_t> st(start.begin(), start.end()), cnt(count.begin(), count.end());
@@ -267,17 +432,21 @@ std::optional<PixelType> H5Reader::pixel_type(const std::string& dataset) const 
   return pixel_type_from_string(*s, path_.string() + ":" + dataset);
 }
 
+// The file is built in memory (HDF5's core driver without a backing store) and written to disk by
+// write_file_atomic at commit(): HDF5 1.10 crashes (SIGSEGV in H5F__close) closing a file whose
+// flush failed on a full disk, so HDF5 itself never writes to the disk.
 struct H5Writer::Impl {
-  explicit Impl(const fs::path& p) : atomic(p) {}
-  AtomicPath atomic;
   H5::H5File file;
 };
 
 H5Writer::H5Writer(const fs::path& file) : path_(file) {
   auto lock = h5_lock();
-  impl_ = std::make_unique<Impl>(file);
+  impl_ = std::make_unique<Impl>();
   try {
-    impl_->file = H5::H5File(impl_->atomic.temp().string(), H5F_ACC_TRUNC);
+    H5::FileAccPropList access;
+    if (H5Pset_fapl_core(access.getId(), 1u << 20, /*backing_store=*/0) < 0)
+      throw IoError(file.string() + ": cannot set up an in-memory HDF5 file");
+    impl_->file = H5::H5File(file.string() + ".in-memory", H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, access);
   } catch (const H5::Exception& e) {
     throw IoError(file.string() + ": cannot create HDF5 file (" + describe(e) + ")");
   }
@@ -288,7 +457,7 @@ H5Writer::~H5Writer() {
   try {
     impl_->file.close();
   } catch (const H5::Exception&) {
-    // The file is being abandoned; AtomicPath removes it.
+    // Only memory is abandoned.
   }
   impl_.reset();
 }
@@ -350,13 +519,22 @@ void H5Writer::set_attribute(const std::string& object, const std::string& name,
 }
 
 void H5Writer::commit() {
-  auto lock = h5_lock();
-  try {
-    impl_->file.close();
-  } catch (const H5::Exception& e) {
-    throw IoError(path_.string() + ": cannot finish HDF5 file (" + describe(e) + ")");
+  std::string image;
+  {
+    auto lock = h5_lock();
+    try {
+      impl_->file.flush(H5F_SCOPE_GLOBAL);
+      const ssize_t size = H5Fget_file_image(impl_->file.getId(), nullptr, 0);
+      if (size < 0) throw IoError(path_.string() + ": cannot finish HDF5 file (no file image)");
+      image.resize(static_cast<std::size_t>(size));
+      if (H5Fget_file_image(impl_->file.getId(), image.data(), image.size()) != size)
+        throw IoError(path_.string() + ": cannot finish HDF5 file (file image changed size)");
+      impl_->file.close();
+    } catch (const H5::Exception& e) {
+      throw IoError(path_.string() + ": cannot finish HDF5 file (" + describe(e) + ")");
+    }
   }
-  impl_->atomic.commit();
+  write_file_atomic(path_, image);
 }
 
 Channels read_h5_channels(const fs::path& file, const std::string& dataset) {

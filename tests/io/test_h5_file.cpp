@@ -57,6 +57,8 @@ TEST_F(H5File, HyperslabBoxesEqualCropsOfTheFullRead) {
     io::H5Writer w(dir() / "chunked.h5");
     w.write("image", full, {{1, 16, 32, 32}, 0});
     w.write("zipped", full, {{1, 16, 32, 32}, 4});
+    w.write("contiguous", full);  // raw chunked and contiguous are copied from a file mapping
+    w.write("label", full.clamp(-100, 300).to(torch::kInt16), {{1, 8, 16, 64}, 0});
     w.commit();
   }
   const io::H5Reader r(dir() / "chunked.h5");
@@ -75,6 +77,9 @@ TEST_F(H5File, HyperslabBoxesEqualCropsOfTheFullRead) {
                                        .slice(3, start[3], start[3] + count[3]);
     EXPECT_TRUE(torch::equal(r.read_box("image", start, count), expected)) << "box " << i;
     EXPECT_TRUE(torch::equal(r.read_box("zipped", start, count), expected)) << "box " << i;
+    EXPECT_TRUE(torch::equal(r.read_box("contiguous", start, count), expected)) << "box " << i;
+    EXPECT_TRUE(torch::equal(r.read_box("label", start, count), expected.clamp(-100, 300).to(torch::kInt16)))
+        << "box " << i;
   }
   // A box can land straight in a caller's tensor in another dtype.
   torch::Tensor out = torch::empty({1, 4, 5, 6}, torch::kFloat64);
