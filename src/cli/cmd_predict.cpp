@@ -56,7 +56,12 @@ int cmd_predict(const Args& args) {
                              vm["overlap"].as<double>(), vm["window-batch"].as<int64_t>());
   fs::create_directories(out_dir);
   for (const auto& f : files) {
-    const Volume label = predictor.predict(io::read_channels(f));
+    Volume label;
+    try {
+      label = predictor.predict(io::read_channels(f));
+    } catch (const DataError& e) {
+      throw DataError(f.string() + ": " + e.what());
+    }
     const fs::path out = out_dir / (fs::is_directory(f) ? f.filename().string() : case_name(f)) += ".nii.gz";
     io::write_volume(out, label);
     std::printf("%s -> %s\n", f.c_str(), out.c_str());

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 
 #include "voxfit/cli/commands.h"
@@ -32,6 +33,21 @@ int64_t max_batch_for(const train::TrainOptions& o) {
               e["seconds"].get<double>());
   if (e["max_batch"].get<int64_t>() < 1) throw BudgetError("--batch max: not even batch 1 trains under " + o.budget.label());
   return e["max_batch"].get<int64_t>();
+}
+
+// nnU-Net never picks a patch larger than the cases; one larger than every case along an axis
+// would train mostly on padding there, so it is refused, naming the axis and the largest case.
+void check_patch_fits_cases(const data::Plan& plan, const std::vector<int64_t>& patch) {
+  if (patch.size() != 3 || plan.cases.empty()) return;
+  static const char* kAxes[] = {"depth", "height", "width"};
+  for (int a = 0; a < 3; ++a) {
+    int64_t largest = 0;
+    for (const auto& c : plan.cases) largest = std::max(largest, c.shape[a]);
+    if (patch[a] > largest)
+      throw ConfigError("--patch " + std::to_string(patch[0]) + "x" + std::to_string(patch[1]) + "x" +
+                        std::to_string(patch[2]) + ": larger than every case of " + plan.cache_dir.string() +
+                        " in " + kAxes[a] + " (largest " + std::to_string(largest) + " voxels after preprocessing)");
+  }
 }
 
 }  // namespace
@@ -82,6 +98,7 @@ int cmd_train(const Args& args) {
   o.stop_after = vm["stop-after"].as<int64_t>();
   o.resume = vm["resume"].as<bool>();
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
+  check_patch_fits_cases(data::load_plan(o.cache_dir), o.model_context.patch);
   if (batch == "max") {
     o.batch = max_batch_for(o);
   } else {

@@ -1,5 +1,6 @@
 #include "voxfit/cli/options.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -11,6 +12,8 @@ namespace voxfit::cli {
 
 namespace {
 
+constexpr int kMaxThreads = 4096;
+
 std::string section_of(const std::string& command) {
   std::string s = command;
   for (char& c : s)
@@ -21,6 +24,10 @@ std::string section_of(const std::string& command) {
 // Turns a config file into command-line tokens so the file is validated exactly like the command line.
 std::vector<std::string> config_tokens(const std::string& file, const std::string& command,
                                        const po::options_description& desc) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))  // a folder opens as an empty stream
+    throw ConfigError(file + ": cannot open config file (" +
+                      (std::filesystem::exists(file, ec) ? "not a file" : "not found") + ")");
   std::ifstream in(file);
   if (!in) throw ConfigError(file + ": cannot open config file");
   po::options_description none;
@@ -81,8 +88,11 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     std::cout << "usage: " << spec.usage << "\n\n" << spec.summary << "\n\n" << all << std::flush;
     return false;
   }
+  // Where --threads came from, for its range check's message.
+  std::string threads_from = where;
   if (vm.count("config")) {
     const std::string file = vm["config"].as<std::string>();
+    if (vm["threads"].defaulted()) threads_from = file;
     const auto tokens = config_tokens(file, spec.name, all);
     try {
       po::store(po::command_line_parser(tokens).options(all).run(), vm);
@@ -96,7 +106,9 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     throw ConfigError(where + ": " + e.what() + " (see 'voxfit " + spec.name + " --help')");
   }
   const int threads = vm["threads"].as<int>();
-  if (threads < 0) throw ConfigError(where + ": --threads must be >= 0");
+  // A thread pool of millions of threads would abort the process at the first parallel region.
+  if (threads < 0 || threads > kMaxThreads)
+    throw ConfigError(threads_from + ": --threads must be in 0.." + std::to_string(kMaxThreads));
   configure_threads(threads);
   return true;
 }

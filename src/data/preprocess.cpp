@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "voxfit/core/error.h"
+#include "voxfit/io/dataset_check.h"
 #include "voxfit/io/h5_file.h"
 #include "voxfit/io/resample.h"
 
@@ -462,12 +463,10 @@ InferenceInput preprocess_for_inference(const Plan& plan, const Channels& channe
   if (static_cast<int>(channels.size()) != plan.channels())
     throw DataError("the image has " + std::to_string(channels.size()) + " channels, the plan expects " +
                     std::to_string(plan.channels()));
-  for (std::size_t c = 1; c < channels.size(); ++c) {
-    const std::string d = grid_difference(channels[0], channels[c]);
-    if (!d.empty() && !same_voxel_centres(channels[0].size(), channels[0].geometry, channels[c].size(),
-                                          channels[c].geometry))
-      throw DataError("channel " + std::to_string(c) + " is on another grid than channel 0 (" + d + ")");
-  }
+  // The checks training images get (grids, spacing, NaN/Inf): a bad input is refused, not segmented
+  // into garbage.
+  const auto problems = io::check_case(io::Dataset{}, io::CaseFiles{}, channels, {}, nullptr);
+  if (!problems.empty()) throw DataError(problems.front().message);
   Channels aligned = channels;
   align_case(aligned, nullptr);
   InferenceInput in;

@@ -277,6 +277,8 @@ Dataset load_dataset(const fs::path& path, const DatasetOptions& options) {
   }
   const json j = parse_manifest(d.manifest);
   if (!j.is_object()) throw ConfigError(d.manifest.string() + ": expected a JSON object");
+  if (j.contains("name") && !j["name"].is_string())
+    throw ConfigError(d.manifest.string() + ": 'name' must be a string");
   d.name = j.value("name", d.root.filename().string());
   try {
     if (j.contains("training")) return load_msd(j, std::move(d));

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "voxfit/core/error.h"
 #include "voxfit/io/volume_io.h"
 
@@ -30,6 +32,19 @@ std::string list_values(const std::vector<std::int64_t>& v, std::size_t max = 12
   return s;
 }
 
+// Resampling divides by the spacing and places voxels with the origin and direction: zero,
+// negative or non-finite values would give absurd grids (or NaN sizes) much later.
+std::string bad_geometry(const Geometry& g) {
+  for (double s : g.spacing)
+    if (!(std::isfinite(s) && s > 0))
+      return "spacing " + format_triple(g.spacing) + " mm; expected three finite positive numbers";
+  for (double v : g.origin)
+    if (!std::isfinite(v)) return "origin " + format_triple(g.origin) + "; expected finite numbers";
+  for (double v : g.direction)
+    if (!std::isfinite(v)) return "direction holds non-finite numbers; expected a rotation matrix";
+  return "";
+}
+
 }  // namespace
 
 std::string format_problem(const Problem& p) { return p.file.string() + ": " + p.message; }
@@ -48,6 +63,10 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
   }
   for (std::size_t c = 0; c < image.size(); ++c) {
     const fs::path& file = c < channel_files.size() ? channel_files[c] : first;
+    if (const std::string g = bad_geometry(image[c].geometry); !g.empty()) {
+      out.push_back({file, g});
+      return out;
+    }
     if (c > 0) {
       const std::string d = grid_difference(image[0], image[c], options.tolerance);
       if (!d.empty() && !same_voxel_centres(image[0].size(), image[0].geometry, image[c].size(),
@@ -65,6 +84,10 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
   }
   if (label == nullptr) return out;
   const fs::path lfile = files.label ? *files.label : first;
+  if (const std::string g = bad_geometry(label->geometry); !g.empty()) {
+    out.push_back({lfile, g});
+    return out;
+  }
   if (!image.empty()) {
     const std::string d = grid_difference(image[0], *label, options.tolerance);
     if (!d.empty() &&

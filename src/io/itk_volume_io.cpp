@@ -35,6 +35,9 @@ void register_itk_io() {
     itk::MetaImageIOFactory::RegisterOneFactory();
     itk::NrrdImageIOFactory::RegisterOneFactory();
     itk::GDCMImageIOFactory::RegisterOneFactory();
+    // ITK warnings are multi-line text on stderr; what matters of them (a DICOM series with a
+    // missing slice) voxfit turns into its own one-line errors.
+    itk::Object::GlobalWarningDisplayOff();
   });
 }
 
@@ -301,6 +304,15 @@ Volume read_dicom_series(const fs::path& dir, const std::string& series_uid) {
     reader->SetImageIO(gdcm);
     reader->SetFileNames(series.files);
     reader->Update();
+    // ITK records how far slice positions stray from even spacing; a gap means a lost slice.
+    double deviation = 0;
+    const double dz = reader->GetOutput()->GetSpacing()[2];
+    if (itk::ExposeMetaData<double>(reader->GetOutput()->GetMetaDataDictionary(),
+                                    "ITK_non_uniform_sampling_deviation", deviation) &&
+        deviation > 0.01 * dz)
+      throw IoError(dir.string() + ": the " + std::to_string(series.files.size()) +
+                    " slices are not evenly spaced (off by up to " + std::to_string(deviation) +
+                    " mm at a spacing of " + std::to_string(dz) + " mm); a slice is missing or from another scan");
     Volume v = from_itk_image(reader->GetOutput());
     v.pixel_type = pixel_type_of(gdcm->GetComponentType(), dir);
     if (!is_floating(v.pixel_type)) v.data = v.data.round().to(tensor_dtype(v.pixel_type));
@@ -309,7 +321,10 @@ Volume read_dicom_series(const fs::path& dir, const std::string& series_uid) {
 }
 
 ImageInfo read_image_info(const fs::path& spec) {
-  const auto [path, uid] = split_series(spec);
+  // Not a structured binding: C++17 lambdas cannot capture those (clang refuses; the fuzz build).
+  const auto split = split_series(spec);
+  const fs::path& path = split.first;
+  const std::string& uid = split.second;
   if (fs::is_directory(path)) {
     const auto all = list_dicom_series(path);
     const DicomSeries& series = pick_series(all, path, uid);
@@ -347,8 +362,18 @@ Channels read_channels(const fs::path& spec) {
     }
     io->SetIORegion(region);
     const bool nifti = info.format == "NIfTI";
-    if (nifti && volume_extension(p) == ".nii.gz") check_nifti_gzip_length(p, io->GetImageSizeInBytes());
-    std::vector<char> buffer(io->GetImageSizeInBytes());
+    const std::string ext = volume_extension(p);
+    if (nifti && (ext == ".nii.gz" || ext == ".nii")) {
+      check_nifti_length(p, io->GetImageSizeInBytes());
+      check_nifti_spacing(p);
+    }
+    std::vector<char> buffer;
+    try {
+      buffer.resize(io->GetImageSizeInBytes());
+    } catch (const std::bad_alloc&) {
+      throw IoError(p.string() + ": its header declares " + std::to_string(io->GetImageSizeInBytes()) +
+                    " bytes of voxels, more than this machine can hold (a corrupt header?)");
+    }
     io->Read(buffer.data());
     const auto s = info.size3();
     const std::int64_t voxels = s[0] * s[1] * s[2];

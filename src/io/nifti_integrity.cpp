@@ -15,7 +15,9 @@ namespace {
 
 // NIfTI-1 header fields (little-endian files; a byte-swapped header is left to ITK alone).
 constexpr int kHeaderSize = 348;
+constexpr int kDimOffset = 40;
 constexpr int kDatatypeOffset = 70;
+constexpr int kPixdimOffset = 76;
 constexpr int kVoxOffsetOffset = 108;
 constexpr short kFloat32 = 16;
 constexpr short kFloat64 = 64;
@@ -50,11 +52,24 @@ class GzFile {
 
 }  // namespace
 
-void check_nifti_gzip_length(const std::filesystem::path& path, std::uint64_t voxel_bytes) {
+void check_nifti_length(const std::filesystem::path& path, std::uint64_t voxel_bytes) {
+  std::error_code ec;
+  const std::uint64_t file_bytes = std::filesystem::file_size(path, ec);
+  if (ec) throw IoError(path.string() + ": cannot read its size: " + ec.message());
   std::ifstream in(path, std::ios::binary);
   unsigned char magic[2] = {0, 0};
   in.read(reinterpret_cast<char*>(magic), 2);
-  if (!in || magic[0] != 0x1f || magic[1] != 0x8b) return;
+  if (!in || magic[0] != 0x1f || magic[1] != 0x8b) {
+    // nifti1_io zero-fills what a plain file lacks, so a short file would read as valid zeros.
+    if (file_bytes < kHeaderSize + voxel_bytes)
+      throw IoError(path.string() + ": truncated NIfTI file or lying header (" + std::to_string(file_bytes) +
+                    " bytes, the header declares " + std::to_string(voxel_bytes) + " bytes of voxels)");
+    return;
+  }
+  // Deflate cannot shrink data more than 1032:1, so a header declaring more voxels than that lies.
+  if (voxel_bytes / 1032 > file_bytes + kMaxHeaderBytes)
+    throw IoError(path.string() + ": corrupt NIfTI header: it declares " + std::to_string(voxel_bytes) +
+                  " bytes of voxels, more than " + std::to_string(file_bytes) + " gzip bytes can hold");
   in.seekg(-4, std::ios::end);
   unsigned char t[4];
   in.read(reinterpret_cast<char*>(t), 4);
@@ -65,6 +80,26 @@ void check_nifti_gzip_length(const std::filesystem::path& path, std::uint64_t vo
   if (extra < static_cast<std::uint32_t>(kHeaderSize) || extra > kMaxHeaderBytes)
     throw IoError(path.string() + ": truncated or corrupt gzip data (expected a header plus " +
                   std::to_string(voxel_bytes) + " bytes of voxels)");
+}
+
+void check_nifti_spacing(const std::filesystem::path& path) {
+  GzFile f(path);
+  if (!f) throw IoError(path.string() + ": cannot open");
+  char header[kHeaderSize];
+  if (f.read(header, kHeaderSize) != kHeaderSize) throw IoError(path.string() + ": truncated NIfTI header");
+  std::int32_t sizeof_hdr = 0;
+  std::memcpy(&sizeof_hdr, header, 4);
+  if (sizeof_hdr != kHeaderSize) return;
+  std::int16_t dims = 0;
+  std::memcpy(&dims, header + kDimOffset, 2);
+  static const char* kAxes[] = {"x", "y", "z"};
+  for (int a = 1; a <= 3 && a <= dims; ++a) {
+    float v = 0;
+    std::memcpy(&v, header + kPixdimOffset + 4 * a, 4);
+    if (!(std::isfinite(v) && v > 0))
+      throw IoError(path.string() + ": header field pixdim[" + std::to_string(a) + "] (" + kAxes[a - 1] +
+                    " spacing) is " + std::to_string(v) + "; expected a positive voxel size in mm");
+  }
 }
 
 std::int64_t restore_nifti_nonfinite(const std::filesystem::path& path, torch::Tensor& values) {
@@ -80,7 +115,9 @@ std::int64_t restore_nifti_nonfinite(const std::filesystem::path& path, torch::T
   std::memcpy(&vox_offset, header + kVoxOffsetOffset, 4);
   const bool f32 = datatype == kFloat32 && values.scalar_type() == torch::kFloat32;
   const bool f64 = datatype == kFloat64 && values.scalar_type() == torch::kFloat64;
-  if (sizeof_hdr != kHeaderSize || !(f32 || f64) || vox_offset < kHeaderSize) return 0;
+  // NaN or absurd offsets are left to ITK's verdict rather than cast to a size.
+  if (sizeof_hdr != kHeaderSize || !(f32 || f64) || !(vox_offset >= kHeaderSize && vox_offset <= kMaxHeaderBytes))
+    return 0;
   std::vector<char> skip(static_cast<std::size_t>(vox_offset) - kHeaderSize);
   if (f.read(skip.data(), skip.size()) != skip.size()) throw IoError(path.string() + ": truncated NIfTI file");
   const std::size_t item = f32 ? 4 : 8;

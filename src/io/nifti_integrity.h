@@ -7,9 +7,15 @@
 
 namespace voxfit::io {
 
-/// Throws IoError naming the file if a gzipped NIfTI cannot hold `voxel_bytes` of voxel data (the
-/// gzip trailer's length field disagrees: a truncated or corrupt download).
-void check_nifti_gzip_length(const std::filesystem::path& path, std::uint64_t voxel_bytes);
+/// Throws IoError naming the file if a single-file NIfTI (.nii, or gzipped .nii.gz) cannot hold the
+/// `voxel_bytes` its header declares: a plain file shorter than header plus voxels, a gzip trailer
+/// whose length field disagrees, or more voxels than the compressed size could ever inflate to (a
+/// truncated download or a lying header). Called before the voxel buffer is allocated.
+void check_nifti_length(const std::filesystem::path& path, std::uint64_t voxel_bytes);
+
+/// Throws IoError naming the file and field if the header's voxel size (pixdim[1..3]) is zero,
+/// negative or not a number: nifti1_io would silently read such a spacing as 1 mm.
+void check_nifti_spacing(const std::filesystem::path& path);
 
 /// Puts the file's own non-finite values back into `values` (the voxels in file order, float32 or
 /// float64, as ITK read them); returns how many there were. Throws IoError if the data is short.
