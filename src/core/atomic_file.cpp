@@ -1,10 +1,13 @@
 #include "voxfit/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "voxfit/core/error.h"
@@ -43,6 +46,24 @@ void write_all(int fd, const char* data, std::size_t size, const fs::path& path)
   }
 }
 
+// A writer killed between creating its temp file and renaming it (kill -9, power loss) leaves
+// ".NAME.tmpPID_N" behind; the next writer of NAME removes those whose process is gone.
+void remove_stale_temps(const fs::path& final_path) {
+  const std::string prefix = "." + final_path.filename().string() + ".tmp";
+  const fs::path dir = final_path.parent_path().empty() ? fs::path(".") : final_path.parent_path();
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove(it->path(), ignored);
+    }
+  }
+}
+
 }  // namespace
 
 void write_file_atomic(const fs::path& path, const std::string& content) {
@@ -65,6 +86,7 @@ AtomicPath::AtomicPath(fs::path final_path) : final_(std::move(final_path)), tem
     fs::create_directories(final_.parent_path(), ec);
     if (ec) throw IoError(final_.parent_path().string() + ": cannot create folder: " + ec.message());
   }
+  remove_stale_temps(final_);
 }
 
 AtomicPath::~AtomicPath() {
@@ -83,13 +105,46 @@ void AtomicPath::commit() {
   committed_ = true;
 }
 
+// Cuts a torn last line (one without its '\n', left by a process killed mid-append) off the file,
+// so the next entry starts a line of its own instead of being glued to the fragment.
+void drop_torn_tail(int fd, const fs::path& path) {
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size <= 0) return;
+  char last = '\n';
+  if (::pread(fd, &last, 1, size - 1) != 1) throw IoError(path.string() + ": cannot read: " + errno_text());
+  if (last == '\n') return;
+  off_t end = size;
+  char buf[4096];
+  while (end > 0) {
+    const off_t from = std::max<off_t>(0, end - static_cast<off_t>(sizeof buf));
+    const ssize_t n = ::pread(fd, buf, static_cast<std::size_t>(end - from), from);
+    if (n <= 0) throw IoError(path.string() + ": cannot read: " + errno_text());
+    for (ssize_t i = n - 1; i >= 0; --i)
+      if (buf[i] == '\n') {
+        end = from + i + 1;
+        if (::ftruncate(fd, end) != 0) throw IoError(path.string() + ": cannot cut a torn last line: " + errno_text());
+        return;
+      }
+    end = from;
+  }
+  if (::ftruncate(fd, 0) != 0) throw IoError(path.string() + ": cannot cut a torn last line: " + errno_text());
+}
+
 void append_line_durable(const fs::path& path, const std::string& line) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
   if (fd < 0) throw IoError(path.string() + ": cannot open for append: " + errno_text());
   const std::string record = line + "\n";
+  off_t start = -1;
   try {
+    drop_torn_tail(fd, path);
+    start = ::lseek(fd, 0, SEEK_END);
+    if (start < 0) throw IoError(path.string() + ": cannot seek: " + errno_text());
     write_all(fd, record.data(), record.size(), path);
   } catch (...) {
+    // A write that failed part-way (disk full) must not leave half an entry behind.
+    if (start >= 0 && ::ftruncate(fd, start) != 0) {
+      // The error being thrown already says the append failed.
+    }
     ::close(fd);
     throw;
   }

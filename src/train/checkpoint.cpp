@@ -1,7 +1,12 @@
 #include "voxfit/train/checkpoint.h"
 
 #include <ATen/Context.h>
+#include <fcntl.h>
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
@@ -93,12 +98,34 @@ void save_checkpoint(const fs::path& path, TrainStep& step, const CheckpointMeta
   a.write("meta/best_dice", torch::tensor(meta.best_dice, torch::kDouble));
   a.write("meta/config", string_tensor(meta.config_json));
   AtomicPath out(path);
+  const int fd = ::open(out.temp().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw IoError(path.string() + ": cannot write checkpoint (" + std::strerror(errno) + ")");
+  // LibTorch's own file writer throws from its destructor when a write fails (a full disk), which
+  // ends the process; through this function a failed write is remembered and reported afterwards.
+  std::string write_error;
+  const auto write = [&](const void* data, size_t size) -> size_t {
+    const char* p = static_cast<const char*>(data);
+    for (size_t left = size; left > 0 && write_error.empty();) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        write_error = std::strerror(errno);
+        break;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return size;
+  };
   try {
-    a.save_to(out.temp().string());
+    a.save_to(write);
   } catch (const c10::Error& e) {
+    ::close(fd);
     const std::string what = e.what_without_backtrace();
     throw IoError(path.string() + ": cannot write checkpoint (" + what.substr(0, what.find('\n')) + ")");
   }
+  if (::close(fd) != 0 && write_error.empty()) write_error = std::strerror(errno);
+  if (!write_error.empty()) throw IoError(path.string() + ": cannot write checkpoint (" + write_error + ")");
   out.commit();
 }
 

@@ -51,6 +51,9 @@ void RunLog::step(const StepRecord& r) {
   events_->add_scalar("train/lr", r.lr, r.step);
   events_->add_scalar("train/samples_per_s", r.samples_per_s, r.step);
   events_->add_scalar("memory/peak_allocated_gib", to_gib(r.peak_allocated), r.step);
+  // Whole lines reach the file at once, so a killed run leaves no torn line for --resume to append to.
+  jsonl_.flush();
+  csv_.flush();
   if (!jsonl_ || !csv_) throw IoError("run log: write failed (disk full?)");
 
   char line[200];
@@ -71,6 +74,7 @@ void RunLog::validation(std::int64_t step, double mean_dice, const std::vector<d
   nlohmann::json pc = nlohmann::json::array();
   for (double d : per_class) pc.push_back(std::isnan(d) ? nlohmann::json(nullptr) : nlohmann::json(d));
   jsonl_ << nlohmann::json{{"step", step}, {"val_mean_dice", mean_dice}, {"val_dice_per_class", pc}}.dump() << "\n";
+  jsonl_.flush();
   events_->add_scalar("val/mean_dice", mean_dice, step);
   std::printf("%sstep %lld: validation mean Dice %.4f\n", tty_ ? "\n" : "", static_cast<long long>(step), mean_dice);
   std::fflush(stdout);

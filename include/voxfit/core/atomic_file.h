@@ -31,7 +31,8 @@ class AtomicPath {
 };
 
 /// Appends one line (a '\n' is added) with a single write and fsync: a journal entry is either
-/// whole or, if the process dies mid-write, a truncated last line that readers skip.
+/// whole or, if the process dies mid-write, a truncated last line that readers skip and the next
+/// append cuts off. A failed write (disk full) takes its partial bytes back before throwing.
 void append_line_durable(const std::filesystem::path& path, const std::string& line);
 
 }  // namespace voxfit

@@ -69,8 +69,8 @@ class H5Reader {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Writes a new HDF5 file atomically: everything goes to a temporary file, commit() renames it
-/// into place; an uncommitted writer leaves nothing behind.
+/// Writes a new HDF5 file atomically: the file is built in memory, commit() writes it to a temporary
+/// file and renames it into place; an uncommitted writer leaves nothing behind.
 class H5Writer {
  public:
   explicit H5Writer(const fs::path& file);
