@@ -52,7 +52,12 @@ std::vector<std::string> config_tokens(const std::string& file, const std::strin
   }
   std::vector<std::string> tokens;
   for (const auto& [key, value] : values) {
-    const po::option_description* d = desc.find_nothrow(key, false);
+    const po::option_description* d = nullptr;
+    try {
+      d = key.empty() ? nullptr : desc.find_nothrow(key, false);
+    } catch (const po::error& e) {  // find_nothrow still throws for an ambiguous prefix
+      throw ConfigError(file + ": key '" + key + "': " + e.what());
+    }
     if (d == nullptr || key == "config" || key == "help")
       throw ConfigError(file + ": unknown key '" + key + "' for 'voxfit " + command + "'");
     if (d->semantic()->max_tokens() == 0) {

@@ -8,6 +8,7 @@
 #include <itkMetaImageIOFactory.h>
 #include <itkNiftiImageIOFactory.h>
 #include <itkNrrdImageIOFactory.h>
+#include <nifti1_io.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +39,8 @@ void register_itk_io() {
     // ITK warnings are multi-line text on stderr; what matters of them (a DICOM series with a
     // missing slice) voxfit turns into its own one-line errors.
     itk::Object::GlobalWarningDisplayOff();
+    // nifti1_io prints "** ERROR: ..." lines for every bad header; ITK's exception says it once.
+    nifti_set_debug_level(0);
   });
 }
 
@@ -180,6 +183,8 @@ itk::ImageIOBase::Pointer open_for_read(const fs::path& path) {
     throw IoError(path.string() +
                   ": not a readable image (expected NIfTI .nii/.nii.gz, MetaImage .mha/.mhd, "
                   "NRRD .nrrd/.nhdr or a DICOM series folder)");
+  const std::string ext = volume_extension(path);
+  if (ext == ".nii" || ext == ".nii.gz") check_nifti_header(path);
   io->SetFileName(path.string());
   io->ReadImageInformation();
   return io;
@@ -363,10 +368,7 @@ Channels read_channels(const fs::path& spec) {
     io->SetIORegion(region);
     const bool nifti = info.format == "NIfTI";
     const std::string ext = volume_extension(p);
-    if (nifti && (ext == ".nii.gz" || ext == ".nii")) {
-      check_nifti_length(p, io->GetImageSizeInBytes());
-      check_nifti_spacing(p);
-    }
+    if (nifti && (ext == ".nii.gz" || ext == ".nii")) check_nifti_length(p, io->GetImageSizeInBytes());
     std::vector<char> buffer;
     try {
       buffer.resize(io->GetImageSizeInBytes());

@@ -18,6 +18,10 @@ constexpr int kHeaderSize = 348;
 constexpr int kDimOffset = 40;
 constexpr int kDatatypeOffset = 70;
 constexpr int kPixdimOffset = 76;
+constexpr int kQformCodeOffset = 252;
+constexpr int kSformCodeOffset = 254;
+constexpr int kQuaternOffset = 256;  // quatern_b, c, d, qoffset_x, y, z
+constexpr int kSrowOffset = 280;     // srow_x[4], srow_y[4], srow_z[4]
 constexpr int kVoxOffsetOffset = 108;
 constexpr short kFloat32 = 16;
 constexpr short kFloat64 = 64;
@@ -82,24 +86,45 @@ void check_nifti_length(const std::filesystem::path& path, std::uint64_t voxel_b
                   std::to_string(voxel_bytes) + " bytes of voxels)");
 }
 
-void check_nifti_spacing(const std::filesystem::path& path) {
+void check_nifti_header(const std::filesystem::path& path) {
   GzFile f(path);
-  if (!f) throw IoError(path.string() + ": cannot open");
+  if (!f) return;
   char header[kHeaderSize];
-  if (f.read(header, kHeaderSize) != kHeaderSize) throw IoError(path.string() + ": truncated NIfTI header");
+  if (f.read(header, kHeaderSize) != kHeaderSize) return;  // ITK names what is wrong with it
   std::int32_t sizeof_hdr = 0;
   std::memcpy(&sizeof_hdr, header, 4);
-  if (sizeof_hdr != kHeaderSize) return;
-  std::int16_t dims = 0;
-  std::memcpy(&dims, header + kDimOffset, 2);
+  const bool swapped = sizeof_hdr != kHeaderSize && __builtin_bswap32(static_cast<std::uint32_t>(sizeof_hdr)) == kHeaderSize;
+  if (sizeof_hdr != kHeaderSize && !swapped) return;
+  const auto i16 = [&](int offset) {
+    std::uint16_t v;
+    std::memcpy(&v, header + offset, 2);
+    return static_cast<std::int16_t>(swapped ? __builtin_bswap16(v) : v);
+  };
+  const auto f32 = [&](int offset) {
+    std::uint32_t v;
+    std::memcpy(&v, header + offset, 4);
+    if (swapped) v = __builtin_bswap32(v);
+    float out;
+    std::memcpy(&out, &v, 4);
+    return out;
+  };
+  const auto fail = [&](const std::string& field, float v, const std::string& expected) {
+    throw IoError(path.string() + ": header field " + field + " is " + std::to_string(v) + "; expected " + expected);
+  };
   static const char* kAxes[] = {"x", "y", "z"};
-  for (int a = 1; a <= 3 && a <= dims; ++a) {
-    float v = 0;
-    std::memcpy(&v, header + kPixdimOffset + 4 * a, 4);
-    if (!(std::isfinite(v) && v > 0))
-      throw IoError(path.string() + ": header field pixdim[" + std::to_string(a) + "] (" + kAxes[a - 1] +
-                    " spacing) is " + std::to_string(v) + "; expected a positive voxel size in mm");
-  }
+  const int dims = i16(kDimOffset);
+  for (int a = 1; a <= 3 && a <= dims; ++a)
+    if (const float v = f32(kPixdimOffset + 4 * a); !(std::isfinite(v) && v > 0))
+      fail("pixdim[" + std::to_string(a) + "] (" + kAxes[a - 1] + " spacing)", v, "a positive voxel size in mm");
+  if (i16(kQformCodeOffset) > 0)
+    for (int k = 0; k < 6; ++k)
+      if (const float v = f32(kQuaternOffset + 4 * k); !std::isfinite(v))
+        fail(std::string(k < 3 ? "quatern_" : "qoffset_") + "bcdxyz"[k], v, "a finite number (qform_code > 0)");
+  if (i16(kSformCodeOffset) > 0)
+    for (int k = 0; k < 12; ++k)
+      if (const float v = f32(kSrowOffset + 4 * k); !std::isfinite(v))
+        fail(std::string("srow_") + "xyz"[k / 4] + "[" + std::to_string(k % 4) + "]", v, "a finite number (sform_code > 0)");
+  if (const float v = f32(kPixdimOffset); !std::isfinite(v)) fail("pixdim[0] (qfac)", v, "-1 or 1");
 }
 
 std::int64_t restore_nifti_nonfinite(const std::filesystem::path& path, torch::Tensor& values) {

@@ -13,9 +13,11 @@ namespace voxfit::io {
 /// truncated download or a lying header). Called before the voxel buffer is allocated.
 void check_nifti_length(const std::filesystem::path& path, std::uint64_t voxel_bytes);
 
-/// Throws IoError naming the file and field if the header's voxel size (pixdim[1..3]) is zero,
-/// negative or not a number: nifti1_io would silently read such a spacing as 1 mm.
-void check_nifti_spacing(const std::filesystem::path& path);
+/// Throws IoError naming the file and field if the header's geometry is unusable: a voxel size
+/// (pixdim[1..3]) that is zero, negative or not a number (nifti1_io silently reads it as 1 mm), or a
+/// non-finite number in the quaternion or affine the header says to use (ITK aborts the process on
+/// those). Run before ITK reads the header; a file that is not a NIfTI-1 header is left to ITK.
+void check_nifti_header(const std::filesystem::path& path);
 
 /// Puts the file's own non-finite values back into `values` (the voxels in file order, float32 or
 /// float64, as ITK read them); returns how many there were. Throws IoError if the data is short.
