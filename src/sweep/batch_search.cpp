@@ -66,21 +66,33 @@ SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
     std::sort(fitted.begin(), fitted.end(), [](const Probe& a, const Probe& b) { return a.batch > b.batch; });
     if (fitted.size() > 2) fitted.resize(2);
     const MemoryFit fit = fit_memory(fitted);
-    std::int64_t next = fit.points >= 2 ? fit.predict(usable) : 0;
+    const bool usable_fit = fit.points >= 2 && fit.per_sample_bytes > 0;
+    std::int64_t next = usable_fit ? fit.predict(usable) : 0;
     if (first) r.predicted = next;
     first = false;
-    // Inside the open interval; when the model cannot place it there: a step of a quarter up while
-    // no failure has been seen (the fit was pessimistic), else bisection.
-    const bool from_model = next > lo && next < hi;
-    if (!from_model)
+    // The model says the largest fitting batch is the answer: confirm by probing one above it.
+    if (usable_fit) next = std::max(next, lo + 1);
+    // When the model cannot place the next probe inside the open interval: a step of a quarter up
+    // while no failure has been seen (the fit was pessimistic), else bisection.
+    if (!usable_fit || next >= hi) {
       next = hi > o.max_batch ? std::min(o.max_batch, lo + std::max<std::int64_t>(1, lo / 4)) : lo + (hi - lo) / 2;
-    // A fitting prediction is confirmed by probing one above it, and a failing one by one below.
-    const std::int64_t previous_lo = lo;
-    if (run(next)) {
-      if (next + 1 < hi) run(next + 1);
-    } else if (from_model && next - 1 > previous_lo) {
-      run(next - 1);
+      run(next);
+      continue;
     }
+    // A slope measured at small batches, extrapolated far, misses where memory curves (allocator
+    // rounding, fragmentation, per-sample workspaces): first measure just below the prediction,
+    // so that the next prediction extrapolates over a short distance only.
+    if (next > 2 * lo) {
+      const std::int64_t approach = std::max(lo + 1, static_cast<std::int64_t>(0.9 * static_cast<double>(next)));
+      if (approach < next) {
+        run(approach);
+        continue;
+      }
+    }
+    // A failing prediction is checked one below, which usually closes the interval; a fitting
+    // one is followed by the next prediction from the new largest pair.
+    const std::int64_t previous_lo = lo;
+    if (!run(next) && next - 1 > previous_lo) run(next - 1);
   }
   r.max_batch = lo;
   r.first_failing = hi <= o.max_batch ? hi : 0;

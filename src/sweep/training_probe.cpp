@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "voxfit/core/error.h"
 #include "voxfit/memory/memory_tracker.h"
 #include "voxfit/memory/oom.h"
 
@@ -24,6 +25,9 @@ Probe TrainingProbe::run(std::int64_t batch) {
   // One real batch, drawn before anything else and reused by every step: the memory a probe
   // needs is then the same on every run (no prefetch queue racing the model for the budget).
   data::LoaderOptions lo = o.loader;
+  const auto& patch = o.model_context.patch;
+  if (patch.size() != 3) throw ConfigError("a training probe needs a 3D patch");
+  lo.patch = {patch[0], patch[1], patch[2]};  // the network's input size, whatever the loader's default
   lo.batch_size = batch;
   lo.threads = 1;
   lo.prefetch = 1;

@@ -28,7 +28,7 @@ std::int64_t true_max(const std::function<double(std::int64_t)>& peak, double ca
   return b;
 }
 
-TEST(BatchSearch, LinearMemoryFindsTheExactBoundaryInFourProbes) {
+TEST(BatchSearch, LinearMemoryFindsTheExactBoundaryInFiveProbes) {
   const auto peak = [](std::int64_t b) { return 2.0e9 + 0.9e9 * static_cast<double>(b); };
   for (double cap : {5e9, 24e9, 48e9, 137e9}) {
     std::set<std::int64_t> seen;
@@ -37,7 +37,7 @@ TEST(BatchSearch, LinearMemoryFindsTheExactBoundaryInFourProbes) {
     const auto r = find_max_batch(synthetic(peak, cap, &seen), o);
     EXPECT_EQ(r.max_batch, true_max(peak, cap)) << cap;
     EXPECT_EQ(r.first_failing, r.max_batch + 1);
-    EXPECT_LE(r.probes.size(), 4u) << cap;
+    EXPECT_LE(r.probes.size(), 5u) << cap;
     EXPECT_NEAR(r.fit.per_sample_bytes, 0.9e9, 1.0);
   }
 }
@@ -54,9 +54,9 @@ TEST(BatchSearch, CurvedMemoryStillEndsOnAnObservedBoundary) {
       const auto r = find_max_batch(synthetic(peak, cap, &seen), o);
       EXPECT_EQ(r.max_batch, true_max(peak, cap));
       EXPECT_TRUE(seen.count(r.max_batch) && seen.count(r.max_batch + 1)) << "boundary not observed";
-      // A curved memory model costs more probes than a straight one (up to 17 seen here); the
-      // boundary above is what must hold, this only catches a search that wanders.
-      EXPECT_LE(r.probes.size(), 20u);
+      // A curved memory model costs more probes than a straight one (6 to 9 here); the boundary
+      // above is what must hold, this catches a search that wanders.
+      EXPECT_LE(r.probes.size(), 9u) << cap;
     }
   }
 }
