@@ -35,18 +35,20 @@ int64_t max_batch_for(const train::TrainOptions& o) {
   return e["max_batch"].get<int64_t>();
 }
 
-// nnU-Net never picks a patch larger than the cases; one larger than every case along an axis
-// would train mostly on padding there, so it is refused, naming the axis and the largest case.
+// The loader pads cases smaller than the patch (nnU-Net and MONAI do too, e.g. 96^3 patches of
+// thin CT volumes), but a patch more than twice every case along an axis would train mostly on
+// padding there: that is refused, naming the axis and the largest case.
 void check_patch_fits_cases(const data::Plan& plan, const std::vector<int64_t>& patch) {
   if (patch.size() != 3 || plan.cases.empty()) return;
   static const char* kAxes[] = {"depth", "height", "width"};
   for (int a = 0; a < 3; ++a) {
     int64_t largest = 0;
     for (const auto& c : plan.cases) largest = std::max(largest, c.shape[a]);
-    if (patch[a] > largest)
+    if (patch[a] > 2 * largest)
       throw ConfigError("--patch " + std::to_string(patch[0]) + "x" + std::to_string(patch[1]) + "x" +
-                        std::to_string(patch[2]) + ": larger than every case of " + plan.cache_dir.string() +
-                        " in " + kAxes[a] + " (largest " + std::to_string(largest) + " voxels after preprocessing)");
+                        std::to_string(patch[2]) + ": more than twice every case of " + plan.cache_dir.string() +
+                        " in " + kAxes[a] + " (largest " + std::to_string(largest) +
+                        " voxels after preprocessing): patches would be mostly padding");
   }
 }
 

@@ -116,6 +116,8 @@ std::shared_ptr<const CacheIndex> CacheIndex::load(const Plan& plan, const std::
     if (shape.size() != 4 || r.shape("label") != std::vector<std::int64_t>(shape.begin() + 1, shape.end()))
       throw IoError(c.file.string() + ": expected image [C, D, H, W] and label [D, H, W] on one grid");
     std::copy(shape.begin(), shape.end(), c.shape.begin());
+    // voxfit data prepare writes uint8 or int16; anything else is converted by HDF5 to int16.
+    if (r.read_box("label", {0, 0, 0}, {1, 1, 1}).scalar_type() == torch::kUInt8) c.label_dtype = torch::kUInt8;
     c.fg_locations = r.read("fg_locations").to(torch::kInt32).contiguous();
     const torch::Tensor off = r.read("fg_offsets").to(torch::kInt64);
     c.fg_offsets.assign(off.data_ptr<std::int64_t>(), off.data_ptr<std::int64_t>() + off.numel());
@@ -215,20 +217,25 @@ struct PatchLoader::State {
             std::memcpy(img + ((ch * p[0] + z + i0[0] - start[0]) * p[1] + y + i0[1] - start[1]) * p[2] + i0[2] - start[2],
                         src + ((ch * n[0] + z) * n[1] + y) * n[2], static_cast<std::size_t>(n[2]) * sizeof(float));
     }
-    scratch_label = torch::empty({n[0], n[1], n[2]}, torch::kInt16);
+    scratch_label = torch::empty({n[0], n[1], n[2]}, c.label_dtype);
     file->read_box_into("label", {i0[0], i0[1], i0[2]}, {n[0], n[1], n[2]}, scratch_label);
     if (!inside) std::fill(lbl, lbl + voxels, 0);
-    const std::int16_t* lsrc = scratch_label.data_ptr<std::int16_t>();
     bool foreground = false;
-    for (std::int64_t z = 0; z < n[0]; ++z)
-      for (std::int64_t y = 0; y < n[1]; ++y) {
-        std::int64_t* dst = lbl + ((z + i0[0] - start[0]) * p[1] + y + i0[1] - start[1]) * p[2] + i0[2] - start[2];
-        const std::int16_t* src = lsrc + (z * n[1] + y) * n[2];
-        for (std::int64_t x = 0; x < n[2]; ++x) {
-          dst[x] = src[x];
-          foreground = foreground || src[x] != 0;
+    const auto copy_label = [&](const auto* lsrc) {
+      for (std::int64_t z = 0; z < n[0]; ++z)
+        for (std::int64_t y = 0; y < n[1]; ++y) {
+          std::int64_t* dst = lbl + ((z + i0[0] - start[0]) * p[1] + y + i0[1] - start[1]) * p[2] + i0[2] - start[2];
+          const auto* src = lsrc + (z * n[1] + y) * n[2];
+          for (std::int64_t x = 0; x < n[2]; ++x) {
+            dst[x] = src[x];
+            foreground = foreground || src[x] != 0;
+          }
         }
-      }
+    };
+    if (c.label_dtype == torch::kUInt8)
+      copy_label(scratch_label.data_ptr<std::uint8_t>());
+    else
+      copy_label(scratch_label.data_ptr<std::int16_t>());
     const AugmentOptions& a = opt.augment;
     if (a.enabled) {
       if (a.flip)

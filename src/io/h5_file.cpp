@@ -162,18 +162,20 @@ std::optional<DirectLayout> direct_layout(const H5::DataSet& ds, std::uint64_t f
       l.grid.push_back((l.dims[i] + l.chunk[i] - 1) / l.chunk[i]);
       total *= l.grid.back();
     }
-    hsize_t n = 0;
-    if (H5Dget_num_chunks(id, H5S_ALL, &n) < 0 || static_cast<std::int64_t>(n) != total) return std::nullopt;
+    // By coordinate: HDF5 1.10's chunk count is 0 for the implicit index of early-allocated chunks.
     l.offsets.assign(static_cast<std::size_t>(total), 0);
     std::vector<hsize_t> coords(rank);
-    for (hsize_t k = 0; k < n; ++k) {
+    for (std::int64_t flat = 0; flat < total; ++flat) {
+      std::int64_t rest = flat;
+      for (std::size_t i = rank; i-- > 0;) {
+        coords[i] = static_cast<hsize_t>((rest % l.grid[i]) * l.chunk[i]);
+        rest /= l.grid[i];
+      }
       unsigned mask = 0;
       haddr_t at = HADDR_UNDEF;
       hsize_t bytes = 0;
-      if (H5Dget_chunk_info(id, H5S_ALL, k, coords.data(), &mask, &at, &bytes) < 0 || at == HADDR_UNDEF)
-        return std::nullopt;
-      std::int64_t flat = 0;
-      for (std::size_t i = 0; i < rank; ++i) flat = flat * l.grid[i] + static_cast<std::int64_t>(coords[i]) / l.chunk[i];
+      if (H5Dget_chunk_info_by_coord(id, coords.data(), &mask, &at, &bytes) < 0 || at == HADDR_UNDEF)
+        return std::nullopt;  // an unwritten chunk (fill values): HDF5 knows what to return
       l.offsets[static_cast<std::size_t>(flat)] = at;
     }
   } else {

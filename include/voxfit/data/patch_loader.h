@@ -70,6 +70,8 @@ class CacheIndex {
     std::string id;
     fs::path file;
     std::array<std::int64_t, 4> shape{};  ///< (C, D, H, W)
+    /// The label's stored type: patches are read in it, so that raw datasets are plain copies.
+    torch::ScalarType label_dtype = torch::kInt16;
     torch::Tensor fg_locations;           ///< int32 [N, 3] (z, y, x)
     std::vector<std::int64_t> fg_offsets;  ///< K + 1
     std::vector<int> present_classes;     ///< foreground classes with at least one location
