@@ -63,11 +63,21 @@ int cmd_sweep(const Args& args) {
       ("max-batch", po::value<int64_t>()->default_value(4096)->value_name("B"), "never probe above this batch")
       ("warmup-steps", po::value<int>()->default_value(2)->value_name("N"), "untimed training steps per probe")
       ("timed-steps", po::value<int>()->default_value(3)->value_name("N"), "timed training steps per probe (>= 1)")
-      ("no-throughput-table", po::bool_switch(), "only the search's probes, no extra timing at powers of two");
+      ("no-throughput-table", po::bool_switch(), "only the search's probes, no extra timing at powers of two")
+      ("report-only", po::bool_switch(),
+       "run nothing: rewrite results.csv, summary.md and the plots from DIR/results.jsonl (e.g. where gnuplot is)");
   spec.options.add(g);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   if (!vm.count("output")) throw ConfigError("voxfit sweep: --output DIR is required");
+  if (vm["report-only"].as<bool>()) {
+    const fs::path dir = vm["output"].as<std::string>();
+    const auto entries = sweep::read_journal(dir / "results.jsonl");
+    if (entries.empty()) throw ConfigError((dir / "results.jsonl").string() + ": no sweep results to report");
+    sweep::write_reports(entries, dir);
+    std::printf("%s: %zu points reported (results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
+    return 0;
+  }
 
   sweep::SweepOptions o;
   o.output_dir = vm["output"].as<std::string>();

@@ -161,6 +161,8 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
                        {"budget", budget.label()}, {"skipped", e.what()}};
             }
             append_line_durable(journal, entry.dump());
+            // Reports after every point: a sweep stopped midway still leaves a current summary.
+            write_reports(read_journal(journal), o.output_dir);
             if (on_point) on_point(entry);
           }
   write_reports(read_journal(journal), o.output_dir);
