@@ -22,6 +22,7 @@ constexpr int kQformCodeOffset = 252;
 constexpr int kSformCodeOffset = 254;
 constexpr int kQuaternOffset = 256;  // quatern_b, c, d, qoffset_x, y, z
 constexpr int kSrowOffset = 280;     // srow_x[4], srow_y[4], srow_z[4]
+constexpr int kMagicOffset = 344;
 constexpr int kVoxOffsetOffset = 108;
 constexpr short kFloat32 = 16;
 constexpr short kFloat64 = 64;
@@ -91,14 +92,21 @@ void check_nifti_header(const std::filesystem::path& path) {
   if (!f) return;
   char header[kHeaderSize];
   if (f.read(header, kHeaderSize) != kHeaderSize) return;  // ITK names what is wrong with it
-  std::int32_t sizeof_hdr = 0;
-  std::memcpy(&sizeof_hdr, header, 4);
-  const bool swapped = sizeof_hdr != kHeaderSize && __builtin_bswap32(static_cast<std::uint32_t>(sizeof_hdr)) == kHeaderSize;
-  if (sizeof_hdr != kHeaderSize && !swapped) return;
+  // Only NIfTI-1 single files; anything else is left to ITK.
+  if (std::memcmp(header + kMagicOffset, "n+1", 4) != 0 && std::memcmp(header + kMagicOffset, "ni1", 4) != 0) return;
+  // nifti1_io's rule: a dim[0] outside 0..7 means the header is byte-swapped.
+  std::int16_t dim0 = 0;
+  std::memcpy(&dim0, header + kDimOffset, 2);
+  const bool swapped = dim0 < 0 || dim0 > 7;
   const auto i16 = [&](int offset) {
     std::uint16_t v;
     std::memcpy(&v, header + offset, 2);
     return static_cast<std::int16_t>(swapped ? __builtin_bswap16(v) : v);
+  };
+  const auto i32 = [&](int offset) {
+    std::uint32_t v;
+    std::memcpy(&v, header + offset, 4);
+    return static_cast<std::int32_t>(swapped ? __builtin_bswap32(v) : v);
   };
   const auto f32 = [&](int offset) {
     std::uint32_t v;
@@ -108,11 +116,20 @@ void check_nifti_header(const std::filesystem::path& path) {
     std::memcpy(&out, &v, 4);
     return out;
   };
+  // What nifti1_io would reject with its own lines on stderr, refused here in one line instead.
+  const auto bad = [&](const std::string& field, long long v, const std::string& expected) {
+    throw IoError(path.string() + ": header field " + field + " is " + std::to_string(v) + "; expected " + expected);
+  };
+  if (i32(0) != kHeaderSize) bad("sizeof_hdr", i32(0), "348 (a NIfTI-1 header)");
+  const int dims = i16(kDimOffset);
+  if (dims < 1 || dims > 7) bad("dim[0]", dims, "1..7 axes");
+  for (int a = 1; a <= dims; ++a)
+    if (i16(kDimOffset + 2 * a) <= 0) bad("dim[" + std::to_string(a) + "]", i16(kDimOffset + 2 * a), "a positive size");
+  if (const int t = i16(kDatatypeOffset); t == 0 || t == 1) bad("datatype", t, "a voxel type code (e.g. 4 int16, 16 float32)");
   const auto fail = [&](const std::string& field, float v, const std::string& expected) {
     throw IoError(path.string() + ": header field " + field + " is " + std::to_string(v) + "; expected " + expected);
   };
   static const char* kAxes[] = {"x", "y", "z"};
-  const int dims = i16(kDimOffset);
   for (int a = 1; a <= 3 && a <= dims; ++a)
     if (const float v = f32(kPixdimOffset + 4 * a); !(std::isfinite(v) && v > 0))
       fail("pixdim[" + std::to_string(a) + "] (" + kAxes[a - 1] + " spacing)", v, "a positive voxel size in mm");

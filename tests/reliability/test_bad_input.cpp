@@ -100,6 +100,19 @@ const std::vector<BadInput>& cases() {
          });
        },
        "lying header"},
+      {"DatatypeUnknown",  // nifti1_io printed its own lines on stderr for this one
+       [](const fs::path& r) {
+         return patched_nii(image_of(r), test::small_ct(), [](std::string& b) { test::poke<std::int16_t>(b, 70, 0); });
+       },
+       "datatype"},
+      {"NaNInAffine",  // ITK aborted the process on this one (fuzzing)
+       [](const fs::path& r) {
+         return patched_nii(image_of(r), test::small_ct(), [](std::string& b) {
+           test::poke<std::int16_t>(b, 254, 1);
+           test::poke<float>(b, 280, std::nanf(""));
+         });
+       },
+       "srow_x[0]"},
       {"TwoDimensional",
        [](const fs::path& r) {
          return patched_nii(image_of(r), test::small_ct(PixelType::Int16, {24, 20, 1}),
