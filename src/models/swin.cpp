@@ -64,10 +64,11 @@ torch::Tensor shifted_window_mask(const Size3& padded, const Size3& window, cons
   const auto rd = axis_tensor(axis_regions(padded[0], window[0], shift[0])).view({-1, 1, 1});
   const auto rh = axis_tensor(axis_regions(padded[1], window[1], shift[1])).view({1, -1, 1});
   const auto rw = axis_tensor(axis_regions(padded[2], window[2], shift[2])).view({1, 1, -1});
-  const auto regions = (rd * 9 + rh * 3 + rw).to(torch::kFloat).view({1, padded[0], padded[1], padded[2], 1});
+  // Built on the target device: the [windows, n, n] comparison is the big part.
+  const auto regions = (rd * 9 + rh * 3 + rw).to(device, torch::kFloat).view({1, padded[0], padded[1], padded[2], 1});
   const auto per_window = window_partition(regions, window).squeeze(-1);  // [windows, n]
   const auto diff = per_window.unsqueeze(1) - per_window.unsqueeze(2);
-  return torch::where(diff != 0, torch::full({}, -100.0f), torch::zeros({})).to(device);
+  return (diff != 0).to(torch::kFloat) * -100.0f;
 }
 
 WindowAttentionImpl::WindowAttentionImpl(int64_t dim, int64_t heads, const Size3& w, bool qkv_bias,
@@ -200,7 +201,12 @@ torch::Tensor SwinTransformerImpl::run_stage(size_t stage, const torch::Tensor& 
   if (shift[0] > 0 || shift[1] > 0 || shift[2] > 0) {
     Size3 padded;
     for (int i = 0; i < 3; ++i) padded[i] = (size[i] + window[i] - 1) / window[i] * window[i];
-    mask = shifted_window_mask(padded, window, shift, x.device());
+    std::string key = x.device().str();
+    for (int i = 0; i < 3; ++i)
+      key += "|" + std::to_string(padded[i]) + "," + std::to_string(window[i]) + "," + std::to_string(shift[i]);
+    auto& cached = masks_[key];
+    if (!cached.defined()) cached = shifted_window_mask(padded, window, shift, x.device());
+    mask = cached;
   }
   auto y = x.permute({0, 2, 3, 4, 1});
   for (auto& block : blocks_[stage]) {

@@ -10,6 +10,8 @@
 #include <torch/types.h>
 
 #include <array>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "voxfit/models/blocks/conv_blocks.h"
@@ -111,6 +113,9 @@ class SwinTransformerImpl : public torch::nn::Module {
   std::vector<std::vector<SwinBlock>> blocks_;
   std::vector<PatchMerging> merging_;
   std::vector<UnetBlock> v2_blocks_;
+  // Shifted-window masks by (padded size, window, shift, device): a mask depends on the input's
+  // shape only, and building one is [windows, n, n] work (40 M elements at 96^3) every forward.
+  std::map<std::string, torch::Tensor> masks_;
 };
 TORCH_MODULE(SwinTransformer);
 
