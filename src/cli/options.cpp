@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
@@ -13,6 +14,16 @@ namespace voxfit::cli {
 namespace {
 
 constexpr int kMaxThreads = 4096;
+
+// Boost.Program_options formats its error messages by replacing placeholders such as %value% with
+// the offending text; a value that itself holds a placeholder makes that loop forever (voxfit
+// hung on `--lr %value%`). Such text is refused before Boost sees it.
+void refuse_placeholders(const std::string& text, const std::string& where) {
+  for (const char* p : {"%value%", "%canonical_option%", "%option%", "%prefix_option%", "%original_token%",
+                        "%invalid_line%"})
+    if (text.find(p) != std::string::npos)
+      throw ConfigError(where + ": '" + p + "' is not allowed in an option or value");
+}
 
 std::string section_of(const std::string& command) {
   std::string s = command;
@@ -28,8 +39,11 @@ std::vector<std::string> config_tokens(const std::string& file, const std::strin
   if (!std::filesystem::is_regular_file(file, ec))  // a folder opens as an empty stream
     throw ConfigError(file + ": cannot open config file (" +
                       (std::filesystem::exists(file, ec) ? "not a file" : "not found") + ")");
-  std::ifstream in(file);
-  if (!in) throw ConfigError(file + ": cannot open config file");
+  std::ifstream stream(file);
+  if (!stream) throw ConfigError(file + ": cannot open config file");
+  const std::string content((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  refuse_placeholders(content, file);
+  std::istringstream in(content);
   po::options_description none;
   po::parsed_options parsed(&none);
   try {
@@ -84,6 +98,7 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
   all.add(spec.options).add(generic);
 
   const std::string where = "voxfit " + spec.name;
+  for (const auto& a : args) refuse_placeholders(a, where);
   try {
     po::store(po::command_line_parser(args).options(all).positional(spec.positional).run(), vm);
   } catch (const po::error& e) {

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <map>
+#include <limits>
 #include <mutex>
 
 #include "voxfit/core/atomic_file.h"
@@ -234,6 +235,32 @@ void copy_box(const DirectLayout& l, const char* base, const std::vector<std::in
   }
 }
 
+// A corrupt file can declare any shape. Before anything is allocated, the bytes it declares must
+// fit in 63 bits and in what the file can hold: the file itself for unfiltered data, at most 1032
+// times it for filtered (gzip's largest ratio).
+void check_declared_size(const H5::DataSet& ds, const std::vector<std::int64_t>& dims, const fs::path& file,
+                         const std::string& where) {
+  std::string shape;
+  for (auto d : dims) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  const std::uint64_t stored = ds.getDataType().getSize();
+  // Elements, capped so that even 8-byte elements stay within 63 bits.
+  constexpr std::uint64_t kMaxElements = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / 8;
+  std::uint64_t elements = 1;
+  for (auto d : dims) {
+    if (d < 0 || (d > 0 && elements > kMaxElements / static_cast<std::uint64_t>(d)))
+      throw IoError(where + ": declares an impossible shape " + shape + " (a corrupt file?)");
+    elements *= static_cast<std::uint64_t>(d);
+  }
+  std::error_code ec;
+  const std::uint64_t file_bytes = fs::file_size(file, ec);
+  if (ec) return;
+  const bool filtered = ds.getCreatePlist().getNfilters() > 0;
+  const std::uint64_t limit = (filtered ? file_bytes * 1032 : file_bytes) + (1u << 20);
+  if (stored > 0 && elements > limit / stored)
+    throw IoError(where + ": declares a " + shape + " dataset, more data than the " + std::to_string(file_bytes) +
+                  "-byte file can hold (a corrupt file?)");
+}
+
 }  // namespace
 
 struct H5Reader::Impl {
@@ -301,7 +328,9 @@ torch::Tensor H5Reader::read(const std::string& dataset) const {
   try {
     const H5::DataSet ds = impl_->file.openDataSet(dataset);
     const auto dims = dims_of(ds);
-    torch::Tensor out = torch::empty(dims, torch::TensorOptions().dtype(dtype_of(ds, where)));
+    const torch::ScalarType dtype = dtype_of(ds, where);
+    check_declared_size(ds, dims, path_, where);
+    torch::Tensor out = torch::empty(dims, torch::TensorOptions().dtype(dtype));
     if (out.numel() > 0) ds.read(out.data_ptr(), mem_type(out.scalar_type(), where));
     return out;
   } catch (const H5::Exception& e) {
