@@ -121,11 +121,13 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
   write_file_atomic(dir / "predictions.csv", csv.str());
 
   std::ostringstream md;
-  md << "# Predicted throughput per card\n\nSamples (images) per second, each profile's kernels scaled to every card by "
-        "the roofline ratio (memory efficiency "
+  md << "# Predicted throughput per card\n\nSamples (images) per second. Each profile kernel's time is its roofline "
+        "time on the card (memory efficiency "
      << fixed(k.memory_efficiency, 2) << ", compute efficiency " << fixed(k.compute_efficiency, 2)
-     << ", kernel latency " << fixed(k.kernel_latency_us, 1)
-     << " us; the same for every card), launch and host time kept from the profile.\n\n| card |";
+     << ", the same for every card) plus the part the profiled card's roofline does not explain, scaled by SM count x "
+        "boost clock; a kernel served from the profiled card's L2 meets DRAM on a card whose smaller L2 cannot hold "
+        "it; kernel latency "
+     << fixed(k.kernel_latency_us, 1) << " us kept; launch and host time kept from the profile.\n\n| card |";
   for (const auto& p : predictions) md << " " << p.profile.label() << " |";
   md << "\n|---|";
   for (std::size_t i = 0; i < predictions.size(); ++i) md << "---:|";

@@ -1,6 +1,7 @@
 #include "voxfit/cards/roofline.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "voxfit/core/error.h"
 
@@ -26,21 +27,33 @@ double roofline_seconds(double flops, double bytes, MathKind math, const memory:
   return std::max(compute, memory);
 }
 
-namespace {
-
-// Target time / source time of one kernel: its roofline ratio; a kernel with neither FLOPs nor
-// bytes known is memory bound (copies, layout changes, normalisation).
-double kernel_ratio(const KernelRecord& kr, const memory::CardSpec& source, const memory::CardSpec& target,
-                    const RooflineConstants& k) {
-  if (kr.flops <= 0 && kr.bytes <= 0) return bandwidth_bytes(source) / bandwidth_bytes(target);
-  const double src = roofline_seconds(kr.flops, kr.bytes, kr.math, source, k);
-  const double dst = roofline_seconds(kr.flops, kr.bytes, kr.math, target, k);
-  return src > 0 ? dst / src : bandwidth_bytes(source) / bandwidth_bytes(target);
+double issue_ratio(const memory::CardSpec& source, const memory::CardSpec& target) {
+  const double s = static_cast<double>(source.sms) * source.boost_mhz;
+  const double t = static_cast<double>(target.sms) * target.boost_mhz;
+  return s > 0 && t > 0 ? s / t : 1.0;
 }
+
+namespace {
 
 bool compute_bound(const KernelRecord& kr, const memory::CardSpec& card, const RooflineConstants& k) {
   return kr.flops / (peak_flops(card, kr.math) * k.compute_efficiency) >
          kr.bytes / (bandwidth_bytes(card) * k.memory_efficiency);
+}
+
+// The time of `time_us` (no latency part) on the target.
+double scale_time_us(const KernelRecord& kr, double time_us, const memory::CardSpec& source,
+                     const memory::CardSpec& target, const RooflineConstants& k) {
+  if (time_us <= 0) return 0.0;  // all of it was launch latency
+  // Neither FLOPs nor bytes known (memsets, copies outside an operator): scaled by bandwidth.
+  if (kr.flops <= 0 && kr.bytes <= 0) return time_us * bandwidth_bytes(source) / bandwidth_bytes(target);
+  const double src_us = roofline_seconds(kr.flops, kr.bytes, kr.math, source, k) * 1e6;
+  const double dst_us = roofline_seconds(kr.flops, kr.bytes, kr.math, target, k) * 1e6;
+  if (time_us >= src_us) return dst_us + (time_us - src_us) * issue_ratio(source, target);
+  // Faster than the source's roofline: its bytes came from the source's L2 (or the byte estimate
+  // over-counts). A target with a smaller L2 that cannot hold one launch's bytes reads them from DRAM.
+  const double bytes_per_launch = kr.bytes / static_cast<double>(std::max<std::int64_t>(kr.calls, 1));
+  if (target.l2_mb < source.l2_mb && bytes_per_launch > target.l2_mb * 1e6) return dst_us;
+  return src_us > 0 ? time_us * dst_us / src_us : dst_us;
 }
 
 }  // namespace
@@ -48,7 +61,7 @@ bool compute_bound(const KernelRecord& kr, const memory::CardSpec& card, const R
 double scale_kernel_us(const KernelRecord& kr, const memory::CardSpec& source, const memory::CardSpec& target,
                        const RooflineConstants& k) {
   const double latency = std::min(kr.time_us, k.kernel_latency_us * static_cast<double>(kr.calls));
-  return latency + (kr.time_us - latency) * kernel_ratio(kr, source, target, k);
+  return latency + scale_time_us(kr, kr.time_us - latency, source, target, k);
 }
 
 CardPrediction predict_card(const KernelProfile& profile, const memory::CardSpec& source,

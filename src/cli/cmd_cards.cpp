@@ -157,7 +157,8 @@ int cards_predict(const Args& args) {
       "voxfit cards predict (--profile FILE.json [--profile ...] | --model M --precision P [--train]) "
       "[--results SWEEP_DIR] [--output DIR]",
       "Predicts samples/s on every card of the table from kernel profiles (saved ones, or one taken here first): "
-      "each kernel's time scaled by the roofline ratio of the card to the profiled GPU, launch and host time kept. "
+      "each kernel's roofline time on the card plus its time beyond the profiled GPU's roofline scaled by SM count x "
+      "boost clock (L2-served kernels meet DRAM on a smaller L2), launch and host time kept. "
       "With --results, also each card's largest batch and samples/s there. Writes predictions.csv/.md and a plot "
       "where gnuplot exists."};
   // clang-format off
@@ -169,7 +170,7 @@ int cards_predict(const Args& args) {
     ("reference", po::value<std::string>()->default_value(default_reference())->value_name("FILE.csv"),
      "published numbers to check the predictions against")
     ("memory-efficiency", po::value<double>()->default_value(cards::RooflineConstants{}.memory_efficiency),
-     "fraction of datasheet bandwidth a streaming kernel reaches (every card)")
+     "fraction of datasheet bandwidth a framework kernel's estimated bytes move at (every card)")
     ("compute-efficiency", po::value<double>()->default_value(cards::RooflineConstants{}.compute_efficiency),
      "fraction of datasheet peak FLOP/s a large matrix product reaches (every card)")
     ("kernel-latency-us", po::value<double>()->default_value(cards::RooflineConstants{}.kernel_latency_us),
