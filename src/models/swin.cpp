@@ -98,7 +98,7 @@ WindowAttentionImpl::WindowAttentionImpl(int64_t dim, int64_t heads, const Size3
 
 torch::Tensor WindowAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   const int64_t b = x.size(0), n = x.size(1), c = x.size(2), hd = c / heads_;
-  const auto qkv = qkv_(x).reshape({b, n, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
+  const auto qkv = apply_linear(qkv_, x).reshape({b, n, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
   // MONAI takes the top-left n x n of the full window's index when the window has shrunk.
   const auto index = index_.index({Slice(0, n), Slice(0, n)}).reshape(-1);
   const auto bias = table_.index_select(0, index).view({n, n, heads_}).permute({2, 0, 1}).contiguous();
@@ -112,7 +112,7 @@ torch::Tensor WindowAttentionImpl::forward(const torch::Tensor& x, const torch::
   } else {
     out = attention(qkv[0], qkv[1], qkv[2], bias, {}, mode_);
   }
-  return proj_(out.transpose(1, 2).reshape({b, n, c}));
+  return apply_linear(proj_, out.transpose(1, 2).reshape({b, n, c}));
 }
 
 SwinBlockImpl::SwinBlockImpl(int64_t dim, int64_t heads, const Size3& window, const Size3& shift,
@@ -162,7 +162,7 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
   y = torch::cat({at(0, 0, 0), at(1, 0, 0), at(0, 1, 0), at(0, 0, 1), at(1, 0, 1), at(0, 1, 0),
                   at(0, 0, 1), at(1, 1, 1)},
                  -1);
-  return reduction_(norm_(y));
+  return apply_linear(reduction_, norm_(y));
 }
 
 SwinTransformerImpl::SwinTransformerImpl(const SwinTransformerOptions& o) : options_(o) {

@@ -4,6 +4,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/models/attention.h"
+#include "voxfit/models/blocks/layers.h"
 
 namespace voxfit::models {
 
@@ -20,9 +21,9 @@ SelfAttentionImpl::SelfAttentionImpl(const TransformerBlockOptions& o)
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t b = x.size(0), l = x.size(1), c = x.size(2);
-  const auto qkv = qkv_(x).reshape({b, l, 3, heads_, c / heads_}).permute({2, 0, 3, 1, 4});
+  const auto qkv = apply_linear(qkv_, x).reshape({b, l, 3, heads_, c / heads_}).permute({2, 0, 3, 1, 4});
   const auto out = attention(qkv[0], qkv[1], qkv[2], {}, {}, mode_);
-  return proj_(out.transpose(1, 2).reshape({b, l, c}));
+  return apply_linear(proj_, out.transpose(1, 2).reshape({b, l, c}));
 }
 
 MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
@@ -30,7 +31,7 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
   fc2_ = register_module("fc2", nn::Linear(hidden, dim));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return fc2_(act_(fc1_(x))); }
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return apply_linear(fc2_, act_(apply_linear(fc1_, x))); }
 
 TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& o) {
   const auto ln = nn::LayerNormOptions({o.hidden_size()}).eps(o.norm_eps());

@@ -3,6 +3,7 @@
 // layers chosen by name and by 2D vs 3D, and the initialisations the reference nets use.
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <string>
@@ -33,6 +34,15 @@ bool is_norm_name(const std::string& name);
 
 /// Activation by name: "leakyrelu" (slope 0.01, as nnU-Net and MONAI), "relu", "gelu" (exact).
 torch::nn::AnyModule make_act(const std::string& name);
+
+/// Applies a Linear layer through at::linear, which folds the bias into the matrix product for
+/// inputs of any rank. LibTorch's C++ nn::Linear runs matmul then a separate broadcast add_ of
+/// the bias beyond 2D: one extra kernel per layer, a third of ViT-B/16's inference time on the
+/// H200 (experiments/results/h200/performance.md).
+inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return torch::linear(x, layer->weight, layer->bias.defined() ? c10::optional<torch::Tensor>(layer->bias)
+                                                               : c10::optional<torch::Tensor>());
+}
 
 /// Fills `t` from N(0, std) truncated to [a, b] (absolute bounds, as timm's and MONAI's
 /// trunc_normal_), by inverting the normal CDF like PyTorch's implementation.
