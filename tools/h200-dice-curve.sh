@@ -10,16 +10,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-dice-curve}
 mkdir -p "$out"
-[ -f .devdeps/env ] && source .devdeps/env
-vf=${VOXFIT_BIN:-build-cuda/voxfit}
-ts=${VOXFIT_SHARED:-$PWD/.shared-data}/data/totalsegmentator
-work=${WORK:-/tmp/voxfit-work}
+# shellcheck source=tools/h200-common.sh
+source tools/h200-common.sh
 steps=${CURVE_STEPS:-1000}
 every=${VALIDATE_EVERY:-100}
-mkdir -p "$work"
-python3 tools/make-ct14-dataset.py "$ts" "$work/ct14" >/dev/null || exit 1
-"$vf" data prepare "$work/ct14/dataset.json" --output "$work/cache" --spacing 1.5 -q >"$out/prepare.log" 2>&1 ||
-  { cat "$out/prepare.log"; exit 1; }
+prepare_ct14 "$out/prepare.log" || exit 1
 
 {
   echo "# Validation Dice during training (H200, 14-class CT, batch 2, 96^3, fp16)"

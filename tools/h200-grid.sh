@@ -5,22 +5,18 @@
 # It stops after SWEEP_SECONDS (default 420; every finished point is already journalled), then
 # copies results.jsonl, results.csv and summary.md to $OUT/sweep and prints the summary. Plots
 # need gnuplot, which the GPU machine lacks: make them where it exists with
-#   voxfit sweep --config experiments/24gb_vs_48gb.ini --output DIR   (DIR holding results.jsonl)
+#   voxfit sweep --output DIR --report-only   (DIR holding results.jsonl)
 #   SWEEP_ARGS     extra `voxfit sweep` options, e.g. "--patches 96 --precisions fp16,bf16"
 #   SWEEP_DIR      the sweep's output folder (default /tmp/voxfit-grid)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-grid-out}
 mkdir -p "$out/sweep"
-[ -f .devdeps/env ] && source .devdeps/env
-vf=${VOXFIT_BIN:-build-cuda/voxfit}
-ts=${VOXFIT_SHARED:-$PWD/.shared-data}/data/totalsegmentator
-work=${WORK:-/tmp/voxfit-work}
+# shellcheck source=tools/h200-common.sh
+source tools/h200-common.sh
 dir=${SWEEP_DIR:-/tmp/voxfit-grid}
-mkdir -p "$work" "$dir"
-python3 tools/make-ct14-dataset.py "$ts" "$work/ct14" >/dev/null || exit 1
-"$vf" data prepare "$work/ct14/dataset.json" --output "$work/cache" --spacing 1.5 -q >"$out/prepare.log" 2>&1 ||
-  { cat "$out/prepare.log"; exit 1; }
+mkdir -p "$dir"
+prepare_ct14 "$out/prepare.log" || exit 1
 # shellcheck disable=SC2086
 timeout -s INT "${SWEEP_SECONDS:-420}" "$vf" sweep --config experiments/24gb_vs_48gb.ini --dataset "$work/cache" \
   --output "$dir" ${SWEEP_ARGS:-} >>"$out/sweep.log" 2>&1

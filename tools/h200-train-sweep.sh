@@ -12,14 +12,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-h200}
 mkdir -p "$out"
-[ -f .devdeps/env ] && source .devdeps/env
-vf=${VOXFIT_BIN:-build-cuda/voxfit}
-ts=${VOXFIT_SHARED:-$PWD/.shared-data}/data/totalsegmentator
-work=${WORK:-/tmp/voxfit-work}
-mkdir -p "$work"
-python3 tools/make-ct14-dataset.py "$ts" "$work/ct14" >/dev/null || exit 1
-"$vf" data prepare "$work/ct14/dataset.json" --output "$work/cache" --spacing 1.5 -q >"$out/prepare.log" 2>&1 ||
-  { cat "$out/prepare.log"; exit 1; }
+# shellcheck source=tools/h200-common.sh
+source tools/h200-common.sh
+prepare_ct14 "$out/prepare.log" || exit 1
 
 steps=${TRAIN_STEPS:-40}
 for m in unetr swin_unetr unet3d; do

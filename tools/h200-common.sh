@@ -1,0 +1,17 @@
+# Sourced by the tools/h200-*.sh scripts (not run on its own): the binary, the staged data and the
+# 14-class real CT dataset they share, prepared at 1.5 mm into $work/cache.
+#   VOXFIT_BIN     the voxfit binary (default build-cuda/voxfit)
+#   VOXFIT_SHARED  the staged shared folder (default .shared-data, see tools/stage-device-data.sh)
+#   WORK           scratch folder (default /tmp/voxfit-work)
+[ -f .devdeps/env ] && source .devdeps/env
+vf=${VOXFIT_BIN:-build-cuda/voxfit}
+ts=${VOXFIT_SHARED:-$PWD/.shared-data}/data/totalsegmentator
+work=${WORK:-/tmp/voxfit-work}
+mkdir -p "$work"
+
+# prepare_ct14 LOG: tools/make-ct14-dataset.py, then `voxfit data prepare` at 1.5 mm into $work/cache.
+prepare_ct14() {
+  python3 tools/make-ct14-dataset.py "$ts" "$work/ct14" >/dev/null || return 1
+  "$vf" data prepare "$work/ct14/dataset.json" --output "$work/cache" --spacing 1.5 -q >"$1" 2>&1 ||
+    { cat "$1"; return 1; }
+}
