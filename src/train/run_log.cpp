@@ -4,8 +4,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 
+#include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 
@@ -18,9 +23,41 @@ constexpr const char* kCsvHeader =
     "step,loss,lr,samples_per_s,voxels_per_s,step_time_s,data_wait_s,peak_allocated_bytes,peak_reserved_bytes,skipped";
 }
 
-RunLog::RunLog(const fs::path& dir, std::int64_t total_steps, bool append)
+namespace {
+
+// Keeps the lines of a log whose step is at most `last` (and any line without one), rewriting
+// the file atomically; `step_of` reads a line's step.
+void keep_through(const fs::path& file, std::int64_t last,
+                  const std::function<std::optional<std::int64_t>(const std::string&)>& step_of) {
+  if (!fs::exists(file)) return;
+  std::ifstream in(file);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const auto step = step_of(line);
+    if (!step || *step <= last) kept += line + "\n";
+  }
+  write_file_atomic(file, kept);
+}
+
+}  // namespace
+
+RunLog::RunLog(const fs::path& dir, std::int64_t total_steps, std::int64_t resume_step)
     : total_(total_steps), tty_(::isatty(STDOUT_FILENO) == 1) {
   fs::create_directories(dir);
+  const bool append = resume_step >= 0;
+  if (append) {
+    keep_through(dir / "log.jsonl", resume_step, [](const std::string& l) -> std::optional<std::int64_t> {
+      const auto j = nlohmann::json::parse(l, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
+      return j["step"].get<std::int64_t>();
+    });
+    keep_through(dir / "log.csv", resume_step, [](const std::string& l) -> std::optional<std::int64_t> {
+      char* end = nullptr;
+      const long long step = std::strtoll(l.c_str(), &end, 10);
+      if (end == l.c_str() || *end != ',') return std::nullopt;  // the header
+      return step;
+    });
+  }
   const auto mode = append ? std::ios::app : std::ios::trunc;
   const bool csv_exists = append && fs::exists(dir / "log.csv");
   jsonl_.open(dir / "log.jsonl", std::ios::out | mode);

@@ -148,7 +148,7 @@ TrainSummary train_model(const TrainOptions& o) {
   SlidingWindowOptions sw = o.sliding_window;
   sw.patch = ctx.patch;
 
-  RunLog log(o.output_dir, o.steps, o.resume);
+  RunLog log(o.output_dir, o.steps, o.resume ? meta.step : -1);
   TrainSummary summary;
   summary.best_dice = meta.best_dice;
   const int64_t last_step = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;

@@ -127,9 +127,26 @@ TEST_F(TrainerTest, InterruptedAndResumedRunEqualsAnUninterruptedOne) {
   part.stop_after = 3;
   EXPECT_EQ(train_model(part).steps_done, 3);
   EXPECT_EQ(read_checkpoint_meta(part.output_dir / "last.pt").step, 3);
+  // As if killed after logging steps 4 and 5 but before their checkpoint: they run again and
+  // are logged once.
+  {
+    std::ofstream(part.output_dir / "log.jsonl", std::ios::app) << "{\"step\":4,\"loss\":1}\n{\"step\":5,\"loss\":1}\n";
+    std::ofstream(part.output_dir / "log.csv", std::ios::app) << "4,1\n5,1\n";
+  }
   part.stop_after = 0;
   part.resume = true;
   EXPECT_EQ(train_model(part).steps_done, 6);
+  std::vector<int64_t> logged;
+  std::ifstream jl(part.output_dir / "log.jsonl");
+  for (std::string line; std::getline(jl, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("val_mean_dice")) logged.push_back(j["step"].get<int64_t>());
+  }
+  EXPECT_EQ(logged, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  std::ifstream csv(part.output_dir / "log.csv");
+  int csv_rows = 0;
+  for (std::string line; std::getline(csv, line);) ++csv_rows;
+  EXPECT_EQ(csv_rows, 7);  // header + 6 steps
   const auto a = weights(whole.output_dir / "last.pt", whole), b = weights(part.output_dir / "last.pt", part);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;

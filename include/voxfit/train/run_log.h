@@ -28,8 +28,10 @@ struct StepRecord {
 
 class RunLog {
  public:
-  /// Opens (appending when resuming) the logs in `dir`.
-  RunLog(const std::filesystem::path& dir, std::int64_t total_steps, bool append);
+  /// Opens the logs in `dir`. Resuming from the checkpoint of step `resume_step` (>= 0) keeps the
+  /// entries up to that step and appends after them: steps a killed run logged past its last
+  /// checkpoint run again, and are logged once. A negative `resume_step` starts new logs.
+  RunLog(const std::filesystem::path& dir, std::int64_t total_steps, std::int64_t resume_step = -1);
   ~RunLog();
   void step(const StepRecord& r);
   void validation(std::int64_t step, double mean_dice, const std::vector<double>& per_class);
