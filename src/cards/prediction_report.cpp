@@ -129,7 +129,7 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
   md << "# Predicted throughput per card\n\nSamples (images) per second. Each profile kernel's time is its roofline "
         "time on the card (memory efficiency "
      << fixed(k.memory_efficiency, 2) << ", compute efficiency " << fixed(k.compute_efficiency, 2)
-     << ", the same for every card) plus the part the profiled card's roofline does not explain, scaled by SM count x "
+     << ", the same for every card; the bandwidth x 15/16 on a card with in-band ECC, the check bits' share) plus the part the profiled card's roofline does not explain, scaled by SM count x "
         "boost clock; a kernel served from the profiled card's L2 meets DRAM on a card whose smaller L2 cannot hold "
         "it; kernel latency "
      << fixed(k.kernel_latency_us, 1) << " us kept; launch and host time kept from the profile.\n\n| card |";

@@ -64,6 +64,7 @@ PreparedStep prepare_reference(const ProfileOptions& o) {
   b.cuda_graph = false;
   b.attention = o.attention;
   b.tf32_matmul = o.tf32_matmul;
+  b.channels_last = o.channels_last;
   bench::validate(b);
   auto& context = at::globalContext();
   context.setBenchmarkCuDNN(b.cudnn_benchmark);

@@ -18,7 +18,9 @@ double peak_flops(const memory::CardSpec& c, MathKind math) {
   return tflops * 1e12;
 }
 
-double bandwidth_bytes(const memory::CardSpec& c) { return c.bandwidth_gbs * 1e9; }
+double bandwidth_bytes(const memory::CardSpec& c) {
+  return c.bandwidth_gbs * 1e9 * (c.inband_ecc ? kInbandEccDataShare : 1.0);
+}
 
 double roofline_seconds(double flops, double bytes, MathKind math, const memory::CardSpec& card,
                         const RooflineConstants& k) {

@@ -50,7 +50,10 @@ void add_profile_options(CommandSpec& spec) {
     ("attention", po::value<std::string>()->default_value("auto")->value_name("auto|math|sdpa"),
      "attention kernel of transformer networks")
     ("tf32", po::value<std::string>()->default_value("on")->value_name("on|off"),
-     "TF32 float32 matrix products of the reference models (on: PyTorch 1.9's default, as the published cards ran)");
+     "TF32 float32 matrix products of the reference models (on: PyTorch 1.9's default, as the published cards ran)")
+    ("channels-last", po::value<std::string>()->default_value("auto")->value_name("auto|on|off"),
+     "memory layout of the reference models (auto: channels-last for convolutional nets; off: NCHW, "
+     "as timm's benchmark and the published cards ran)");
   // clang-format on
 }
 
@@ -72,6 +75,11 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
   const std::string tf32 = vm["tf32"].as<std::string>();
   if (tf32 != "on" && tf32 != "off") throw ConfigError(where + ": --tf32: expected on or off, got '" + tf32 + "'");
   o.tf32_matmul = tf32 == "on";
+  const std::string layout = vm["channels-last"].as<std::string>();
+  if (layout == "on" || layout == "off")
+    o.channels_last = layout == "on";
+  else if (layout != "auto")
+    throw ConfigError(where + ": --channels-last: expected auto, on or off, got '" + layout + "'");
   return o;
 }
 

@@ -18,11 +18,20 @@ namespace voxfit::memory {
 namespace {
 
 // The columns a table must have; order in the file is free, so a column can be added later
-// without breaking readers that look fields up by name.
+// without breaking readers that look fields up by name. Columns not listed here or in
+// kOptionalColumns are ignored: a user adding a column of their own (a source, a price) keeps a
+// table voxfit reads.
 constexpr std::array<const char*, 14> kColumns = {
     "id",          "name",        "memory_gb",          "cuda_visible_mib", "bandwidth_gbs",
     "sms",         "boost_mhz",   "fp32_tflops",        "fp16_tensor_tflops", "tf32_tflops",
     "bf16_tflops", "l2_mb",       "tdp_w",              "visible_source"};
+// Known columns a table may leave out (the default applies).
+constexpr std::array<const char*, 1> kOptionalColumns = {"inband_ecc"};
+
+bool is_known_column(const std::string& name) {
+  return std::find(kColumns.begin(), kColumns.end(), name) != kColumns.end() ||
+         std::find(kOptionalColumns.begin(), kOptionalColumns.end(), name) != kOptionalColumns.end();
+}
 
 std::string trim(const std::string& s) {
   std::size_t b = 0, e = s.size();
@@ -55,6 +64,16 @@ class RowReader {
       : at_(at), fields_(fields), index_(index) {}
 
   const std::string& text(const std::string& name) const { return fields_[index_.at(name)]; }
+
+  // An optional yes/no column: `fallback` when the column is absent or the field empty.
+  bool flag(const std::string& name, bool fallback) const {
+    const auto it = index_.find(name);
+    if (it == index_.end() || fields_[it->second].empty()) return fallback;
+    const std::string& s = fields_[it->second];
+    if (s == "yes") return true;
+    if (s == "no") return false;
+    throw IoError(at_.where(it->second, name) + ": '" + s + "' is not yes or no");
+  }
 
   std::optional<double> optional_number(const std::string& name) const {
     const std::size_t col = index_.at(name);
@@ -157,15 +176,15 @@ CardTable load_card_table(const std::filesystem::path& path) {
     const Where at{path, line_no};
     if (index.empty()) {
       for (std::size_t i = 0; i < fields.size(); ++i) {
-        const bool known = std::find(kColumns.begin(), kColumns.end(), fields[i]) != kColumns.end();
-        if (!known) throw IoError(at.where(i, fields[i]) + ": unknown column");
+        if (!is_known_column(fields[i])) continue;  // someone's own column: read past it
         if (!index.emplace(fields[i], i).second) throw IoError(at.where(i, fields[i]) + ": column given twice");
       }
       std::vector<std::string> missing;
       for (const char* c : kColumns)
         if (!index.count(c)) missing.emplace_back(c);
       if (!missing.empty())
-        throw IoError(path.string() + ":" + std::to_string(line_no) + ": header lacks the columns " + join(missing));
+        throw IoError(path.string() + ":" + std::to_string(line_no) + ": header lacks the required column" +
+                      (missing.size() > 1 ? "s " : " ") + join(missing));
       n_fields = fields.size();
       continue;
     }
@@ -190,6 +209,7 @@ CardTable load_card_table(const std::filesystem::path& path) {
     c.l2_mb = row.number("l2_mb");
     c.tdp_w = row.integer("tdp_w");
     c.visible_source = row.visible_source();
+    c.inband_ecc = row.flag("inband_ecc", false);
     cards.push_back(std::move(c));
   }
   if (cards.empty()) throw IoError(path.string() + ": no cards (expected a header line and one line per card)");

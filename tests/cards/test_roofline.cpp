@@ -146,6 +146,32 @@ TEST(Roofline, PredictCardSumsKernelsAndKeepsTheOverhead) {
   EXPECT_EQ(p.overhead_s_per_step(), 0.0);
 }
 
+TEST(Roofline, InbandEccGivesUpOneSixteenthOfTheBandwidthToCheckBits) {
+  memory::CardSpec ecc = kA;  // 500 GB/s, half the SMs
+  ecc.id = "a_ecc";
+  ecc.inband_ecc = true;
+  EXPECT_DOUBLE_EQ(bandwidth_bytes(ecc), 500e9 * 15.0 / 16.0);
+  EXPECT_DOUBLE_EQ(bandwidth_bytes(kA), 500e9);
+  // Memory bound (1e10 bytes, 10 ms on the source, measured 15 ms): the roofline part moves at
+  // 468.75 GB/s, the 5 ms beyond the source's roofline still scales with SMs x clock only.
+  const KernelRecord m = kernel(15000, 1e9, 1e10);
+  EXPECT_NEAR(scale_kernel_us(m, kSource, ecc, exact()), 1e10 / (500e9 * 15 / 16) * 1e6 + 5000 * 2, 1e-6);
+  // Compute bound (10 ms of FP16 tensor work, 1 ms of bytes even at 15/16): ECC changes nothing.
+  const KernelRecord k = kernel(20000, 1e12, 1e9);
+  EXPECT_NEAR(scale_kernel_us(k, kSource, ecc, exact()), scale_kernel_us(k, kSource, kA, exact()), 1e-9);
+  // An ECC source: its roofline is longer, so less of the measured time counts as latency.
+  memory::CardSpec src_ecc = kSource;
+  src_ecc.inband_ecc = true;  // 937.5 GB/s: 1e10 bytes take 10.667 ms, measured 15 ms
+  EXPECT_NEAR(scale_kernel_us(m, src_ecc, kA, exact()), 20000 + (15000 - 1e10 / 937.5e9 * 1e6) * 2, 1e-6);
+  // A whole step on the ECC card is slower by exactly the memory part's 16/15.
+  KernelProfile p;
+  p.batch = 4;
+  p.kernels = {kernel(10000, 0, 1e10)};  // at the source's roofline: no latency part
+  p.wall_s_per_step = 0.010;
+  EXPECT_NEAR(predict_card(p, kSource, ecc, exact()).step_s, predict_card(p, kSource, kA, exact()).step_s * 16 / 15,
+              1e-12);
+}
+
 TEST(Roofline, SourceCardByIdThenByCudaNameElseError) {
   const memory::CardTable table({kSource, kA}, "cards.csv");
   KernelProfile p;

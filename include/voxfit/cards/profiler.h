@@ -7,6 +7,7 @@
 // inference) of the train module at a patch and batch.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct ProfileOptions {
   int profiled_steps = 5;                  ///< under the profiler
   models::AttentionMode attention = models::AttentionMode::kAuto;
   bool tf32_matmul = true;  ///< reference models, float32: TF32 matrix products (PyTorch 1.9's default)
+  /// Reference models: channels-last layout on or off; unset: the bench's automatic choice (on for
+  /// convolutional nets on CUDA). timm's benchmark, and so the published card numbers, ran NCHW.
+  std::optional<bool> channels_last;
 };
 
 /// Throws ConfigError for bad values and UnsupportedError without a CUDA device.

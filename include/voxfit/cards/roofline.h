@@ -21,6 +21,12 @@
 
 namespace voxfit::cards {
 
+/// Share of a transfer that is data on a card with in-band ECC on (CardSpec::inband_ecc): GDDR6
+/// cards without ECC pins keep one check byte per 16 data bytes in the DRAM itself, so they give up
+/// 1/16 of their capacity (the A40's 45,416 CUDA-visible MiB of 48 GiB) and move 16 bytes for every
+/// 15 bytes of data. A physical fraction, not a fitted one.
+inline constexpr double kInbandEccDataShare = 15.0 / 16.0;
+
 /// The model's constants, the same for every card.
 struct RooflineConstants {
   /// Fraction of the datasheet bandwidth a framework kernel's estimated bytes move at. A plain copy
@@ -39,7 +45,8 @@ struct RooflineConstants {
 /// The card's peak rate for `math` in FLOP/s: FP16 tensor (FP32 accumulate), BF16 tensor, TF32
 /// or FP32; a card without that unit falls back (BF16 -> FP16 tensor -> FP32, TF32 -> FP32).
 double peak_flops(const memory::CardSpec& card, MathKind math);
-/// Bandwidth in bytes/s.
+/// Bandwidth available to data in bytes/s: the datasheet figure, times kInbandEccDataShare where
+/// the card keeps its ECC in-band.
 double bandwidth_bytes(const memory::CardSpec& card);
 
 /// The ideal time of `flops` and `bytes` on `card` (seconds): the roofline with the constants' efficiencies.

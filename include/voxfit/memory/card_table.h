@@ -31,6 +31,11 @@ struct CardSpec {
   double l2_mb = 0;
   int tdp_w = 0;
   VisibleSource visible_source = VisibleSource::Estimated;
+  /// ECC is on and stored in-band, in the same DRAM and over the same bus as the data (GDDR6
+  /// data-centre cards such as the A40, ECC on by default): the check bits take 1/16 of the capacity
+  /// (visible in cuda_visible_mib) and of every transfer. Optional column `inband_ecc` (yes / no,
+  /// empty = no); HBM cards keep their ECC side-band and say no.
+  bool inband_ecc = false;
 
   /// CUDA-visible memory in bytes: where a budget emulating this card starts.
   std::uint64_t cuda_visible_bytes() const;
@@ -56,8 +61,10 @@ class CardTable {
 };
 
 /// Reads a card table CSV (header row, then one card a line; empty rate fields mean "none").
-/// Throws IoError naming the file, line and column for an unreadable file, a missing or unknown
-/// column, a malformed number or a duplicate id.
+/// Columns may come in any order; optional columns (inband_ecc) may be left out, and columns the
+/// reader does not know (a user's own notes, sources) are accepted and ignored. Throws IoError
+/// naming the file, line and column for an unreadable file, a missing required column, a known
+/// column given twice, a malformed value or a duplicate id.
 CardTable load_card_table(const std::filesystem::path& path);
 
 /// "measured-public-log" / "estimated", as in the CSV.
