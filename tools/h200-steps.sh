@@ -34,7 +34,9 @@ for m in resnet50 vit_base_patch16_224; do
     python3 - "$out/bench_${m}_$p.json" "$m" "$p" >>"$table" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-print(f"| {sys.argv[2]} (bench --train) | {sys.argv[3]} | 2 | {j['steady_state']['images_per_s']:.1f} | not recorded | |")
+gib = lambda b: f"{b / 2**30:.2f} GiB"
+m = j["peak_memory"]
+print(f"| {sys.argv[2]} (bench --train) | {sys.argv[3]} | 2 | {j['steady_state']['images_per_s']:.1f} | {gib(m['allocated'])} | {gib(m['reserved'])} |")
 PY
   done
 done

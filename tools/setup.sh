@@ -24,7 +24,7 @@ fi
 
 PKGS="build-essential cmake ninja-build pkg-config libinsighttoolkit5-dev libgdcm-tools libhdf5-dev
 libboost-program-options-dev libgtest-dev libgmock-dev nlohmann-json3-dev gnuplot-nox
-insighttoolkit5-examples"
+insighttoolkit5-examples libgloo-dev"
 if [ -z "${LIBTORCH:-}" ] && [ "${VOXFIT_TORCH:-debian}" != python ]; then
   PKGS="$PKGS libtorch-dev"
 fi

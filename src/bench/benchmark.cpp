@@ -12,6 +12,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/memory/memory_tracker.h"
 
 #if defined(VOXFIT_WITH_CUDA)
 #include "voxfit/bench/cuda_graph.h"
@@ -174,6 +175,11 @@ BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
 
   using Clock = std::chrono::steady_clock;
   synchronize(o.device);
+  std::optional<memory::MemoryTracker> tracker;
+  if (o.device.is_cuda()) {
+    tracker.emplace(o.device);
+    tracker->reset();
+  }
   for (int i = 0; i < o.iterations; ++i) {
     const auto start = Clock::now();
     for (int64_t s = 0; s < o.steps; ++s) step();
@@ -184,6 +190,11 @@ BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
     it.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     result.iterations.push_back(it);
     if (on_iteration) on_iteration(it);
+  }
+  if (tracker) {
+    const auto profile = tracker->profile();
+    result.peak_allocated = profile.peak_allocated;
+    result.peak_reserved = profile.peak_reserved;
   }
   return result;
 }

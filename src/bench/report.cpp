@@ -6,6 +6,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/core/units.h"
 
 namespace voxfit::bench {
 
@@ -60,6 +61,9 @@ std::string summary_text(const BenchResult& r, const std::vector<Comparison>& co
        ", tf32 cudnn " + on_off(o.tf32_cudnn) + ", cudnn benchmark " + on_off(o.cudnn_benchmark) +
        ", channels-last " + on_off(r.channels_last) + ", cuda graph " + on_off(r.cuda_graph) +
        ", attention " + models::to_string(o.attention) + "\n";
+  if (r.peak_allocated)
+    s += "peak memory: " + format_bytes(*r.peak_allocated) + " allocated / " + format_bytes(*r.peak_reserved) +
+         " reserved\n";
   return s;
 }
 
@@ -98,6 +102,7 @@ nlohmann::json result_json(const BenchResult& r, const std::vector<Comparison>& 
                    {"images", it.images},
                    {"seconds", it.seconds},
                    {"images_per_s", it.images_per_s()}});
+  if (r.peak_allocated) j["peak_memory"] = {{"allocated", *r.peak_allocated}, {"reserved", *r.peak_reserved}};
   j["steady_state"] = {{"images_per_s", r.steady_images_per_s()},
                        {"first_iteration", 1},
                        {"last_iteration", static_cast<int>(r.iterations.size()) - 1}};

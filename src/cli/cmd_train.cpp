@@ -7,6 +7,9 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
+#include "voxfit/dist/communicator.h"
+#include "voxfit/dist/launch.h"
+#include "voxfit/dist/rank.h"
 #include "voxfit/sweep/sweep.h"
 
 namespace voxfit::cli {
@@ -52,6 +55,20 @@ void check_patch_fits_cases(const data::Plan& plan, const std::vector<int64_t>& 
   }
 }
 
+// The command line a spawned rank runs: this one without --nproc.
+std::vector<std::string> rank_command(const Args& args) {
+  std::vector<std::string> out{"voxfit", "train"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind("--nproc=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_train(const Args& args) {
@@ -77,15 +94,29 @@ int cmd_train(const Args& args) {
        "steps between host syncs; each logs its steps (1: exact per-step timing)")
       ("stop-after", po::value<int64_t>()->default_value(0)->value_name("N"),
        "stop after step N with a checkpoint, to be continued with --resume")
-      ("resume", po::bool_switch(), "continue RUN_DIR/last.pt");
+      ("resume", po::bool_switch(), "continue RUN_DIR/last.pt")
+      ("nproc", po::value<int>()->default_value(0)->value_name("N"),
+       "data-parallel training on N local processes, one per GPU (cuda:0..N-1; Gloo on --device cpu); "
+       "--batch is per process. Under torchrun or srun, leave it out: RANK/WORLD_SIZE or SLURM_PROCID/"
+       "SLURM_NTASKS are read");
   spec.options.add(r);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   if (!vm.count("model")) throw ConfigError("voxfit train: --model is required (voxfit models lists them)");
   if (!vm.count("output")) throw ConfigError("voxfit train: --output RUN_DIR is required");
 
+  const dist::RankInfo rank = dist::rank_from_environment();
+  const int nproc = vm["nproc"].as<int>();
+  if (nproc < 0) throw ConfigError("--nproc: expected 1 or more, got " + std::to_string(nproc));
+  if (nproc > 0 && rank.source == "single") return dist::run_local_ranks(nproc, rank_command(args));
+
   const std::string model = vm["model"].as<std::string>();
   train::TrainOptions o = training_options_from(vm, model);
+  std::unique_ptr<dist::Communicator> comm;
+  if (rank.source != "single") {
+    if (o.device.is_cuda()) o.device = parse_device("cuda:" + std::to_string(rank.local_rank), "LOCAL_RANK");
+    comm = std::make_unique<dist::Communicator>(rank, o.device);
+  }
   o.model = model;
   o.model_context = model_context_from(vm, model);
   o.step.channels_last = o.model_context.channels_last;
@@ -99,10 +130,14 @@ int cmd_train(const Args& args) {
   o.log_every = vm["log-every"].as<int64_t>();
   o.stop_after = vm["stop-after"].as<int64_t>();
   o.resume = vm["resume"].as<bool>();
+  // Rank 0 prepares the cache; the others then find it up to date.
+  if (comm && comm->rank() != 0) comm->barrier();
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
+  if (comm && comm->rank() == 0) comm->barrier();
   check_patch_fits_cases(data::load_plan(o.cache_dir), o.model_context.patch);
   if (batch == "max") {
     o.batch = max_batch_for(o);
+    if (comm) o.batch = static_cast<int64_t>(-comm->max(-static_cast<double>(o.batch)));  // the smallest card's
   } else {
     try {
       o.batch = std::stoll(batch);
@@ -113,7 +148,10 @@ int cmd_train(const Args& args) {
       throw ConfigError("--batch: expected a positive integer or max, got '" + batch + "'");
   }
 
-  const auto s = train::train_model(o);
+  const auto s = train::train_model(o, comm.get());
+  if (comm && comm->rank() != 0) return 0;
+  if (s.world_size > 1) std::printf("data parallel: %lld ranks x batch %lld\n", static_cast<long long>(s.world_size),
+                                    static_cast<long long>(o.batch));
   std::printf("trained %lld steps: loss %.4f, best validation Dice %.4f, median %.2f samples/s, "
               "loader wait %.1f%%, peak %s allocated / %s reserved\n",
               static_cast<long long>(s.steps_done), s.final_loss, s.best_dice, s.median_samples_per_s,

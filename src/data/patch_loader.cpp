@@ -251,7 +251,7 @@ struct PatchLoader::State {
   }
 
   Batch make_batch(std::int64_t index_in_stream, Counts& counts) {
-    Rng rng(splitmix64(opt.seed ^ splitmix64(static_cast<std::uint64_t>(index_in_stream))));
+    const std::uint64_t batch_seed = splitmix64(opt.seed ^ splitmix64(static_cast<std::uint64_t>(index_in_stream)));
     const std::int64_t C = index->cases().front().shape[0];
     const auto& p = opt.patch;
     Batch batch;
@@ -261,7 +261,11 @@ struct PatchLoader::State {
     batch.image = torch::empty({opt.batch_size, C, p[0], p[1], p[2]}, options(torch::kFloat32));
     batch.label = torch::empty({opt.batch_size, 1, p[0], p[1], p[2]}, options(torch::kInt64));
     torch::Tensor scratch_image, scratch_label;
-    for (std::int64_t b = 0; b < opt.batch_size; ++b) make_patch(batch, b, rng, counts, scratch_image, scratch_label);
+    for (std::int64_t b = 0; b < opt.batch_size; ++b) {
+      const auto in_global_batch = static_cast<std::uint64_t>(opt.shard * opt.batch_size + b);
+      Rng rng(splitmix64(batch_seed + splitmix64(in_global_batch + 1)));
+      make_patch(batch, b, rng, counts, scratch_image, scratch_label);
+    }
     return batch;
   }
 
@@ -305,6 +309,8 @@ PatchLoader::PatchLoader(std::shared_ptr<const CacheIndex> index, const LoaderOp
   if (o.threads < 1) throw ConfigError("loader threads: expected at least 1");
   if (o.prefetch < 0) throw ConfigError("prefetch: expected 0 (automatic) or more batches");
   if (o.first_batch < 0) throw ConfigError("first batch: expected 0 or more");
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
+    throw ConfigError("loader shard " + std::to_string(o.shard) + " of " + std::to_string(o.shards) + ": out of range");
   if (o.oversample_foreground < 0 || o.oversample_foreground > 1)
     throw ConfigError("oversample_foreground: expected a fraction in [0, 1]");
   for (const auto& c : index->cases())

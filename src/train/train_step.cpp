@@ -65,7 +65,9 @@ StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t
     out.loss = deep_supervision_loss(outputs, batch.label, options_.loss);
   }
   if (tracker_) phase.emplace(tracker_->phase(memory::Phase::Backward));
+  if (sync_) sync_->begin_step();
   scaler_.scale_loss(out.loss).backward();
+  if (sync_) sync_->finish();
   if (tracker_) phase.emplace(tracker_->phase(memory::Phase::OptimizerStep));
   const auto grads = optimizer_.gradients();
   scaler_.unscale(grads);
@@ -77,6 +79,8 @@ StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t
   out.loss = out.loss.detach();
   return out;
 }
+
+std::vector<torch::Tensor> TrainStep::trainable_parameters() const { return trainable(*network_); }
 
 torch::Tensor TrainStep::infer(const torch::Tensor& x) {
   torch::NoGradGuard no_grad;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
@@ -98,7 +99,7 @@ std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std:
   return mean;
 }
 
-TrainSummary train_model(const TrainOptions& o) {
+TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
   if (o.steps < 1) throw ConfigError("--steps must be >= 1");
   if (o.batch < 1) throw ConfigError("--batch must be >= 1");
   if (o.log_every < 1) throw ConfigError("--log-every must be >= 1");
@@ -111,7 +112,11 @@ TrainSummary train_model(const TrainOptions& o) {
   const fs::path ckpt_last = o.output_dir / "last.pt", ckpt_best = o.output_dir / "best.pt";
   TrainOptions opts = o;
   opts.model_context = ctx;
-  const auto config = config_json(opts, plan);
+  const int world = comm ? comm->world_size() : 1;
+  const bool main_rank = !comm || comm->rank() == 0;
+  auto config = config_json(opts, plan);
+  config["world_size"] = world;
+  config["global_batch"] = o.batch * world;
   if (!o.resume && fs::exists(ckpt_last))
     throw ConfigError(o.output_dir.string() + ": holds a run already (last.pt); use --resume or another --output");
 
@@ -121,7 +126,10 @@ TrainSummary train_model(const TrainOptions& o) {
   if (!o.memory_snapshot.empty()) history = std::make_unique<memory::MemoryHistoryRecorder>();
 
   torch::manual_seed(o.seed);
-  TrainStep step(models::make_model(o.model, ctx), o.device, o.step, &tracker);
+  StepOptions step_options = o.step;
+  // Each rank augments its own samples with its own stream.
+  if (comm) step_options.seed = o.step.seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(comm->rank());
+  TrainStep step(models::make_model(o.model, ctx), o.device, step_options, &tracker);
   CheckpointMeta meta;
   meta.config_json = config.dump(2);
   if (o.resume) {
@@ -129,12 +137,25 @@ TrainSummary train_model(const TrainOptions& o) {
     check_resumable(nlohmann::json::parse(saved.config_json), config, ckpt_last);
     meta = load_checkpoint(ckpt_last, step);
     meta.config_json = config.dump(2);
-    std::printf("resuming %s at step %lld\n", ckpt_last.c_str(), static_cast<long long>(meta.step));
-  } else {
+    if (main_rank) std::printf("resuming %s at step %lld\n", ckpt_last.c_str(), static_cast<long long>(meta.step));
+  } else if (main_rank) {
     fs::create_directories(o.output_dir);
     write_file_atomic(o.output_dir / "config.json", config.dump(2) + "\n");
     // The run folder describes itself: the plan it was trained on travels with it.
     fs::copy_file(o.cache_dir / "plan.json", o.output_dir / "plan.json", fs::copy_options::overwrite_existing);
+  }
+
+  std::unique_ptr<dist::GradientSynchronizer> grad_sync;
+  if (comm) {
+    // The same seed builds the same weights everywhere; rank 0's are sent anyway, so a job never
+    // starts from two models (buffers included).
+    std::vector<torch::Tensor> state;
+    for (const auto& p : step.network().parameters()) state.push_back(p.detach());
+    for (const auto& b : step.network().buffers()) state.push_back(b);
+    comm->broadcast(state, 0);
+    grad_sync = std::make_unique<dist::GradientSynchronizer>(step.trainable_parameters(), *comm);
+    step.set_gradient_sync(grad_sync.get());
+    comm->barrier();  // rank 0 has made the run folder
   }
 
   auto split = data::split_cases(plan.case_ids(), o.validation_fraction, o.seed + 12345);
@@ -144,11 +165,16 @@ TrainSummary train_model(const TrainOptions& o) {
   lo.batch_size = o.batch;
   lo.seed = o.seed;
   lo.first_batch = meta.step;  // batch i is a function of (seed, i): a resumed run sees the same data
+  if (comm) {
+    lo.shard = comm->rank();
+    lo.shards = world;
+  }
   data::PatchLoader loader(o.cache_dir, split.train, lo);
   SlidingWindowOptions sw = o.sliding_window;
   sw.patch = ctx.patch;
 
-  RunLog log(o.output_dir, o.steps, o.resume ? meta.step : -1);
+  std::optional<RunLog> log;
+  if (main_rank) log.emplace(o.output_dir, o.steps, o.resume ? meta.step : -1);
   TrainSummary summary;
   summary.best_dice = meta.best_dice;
   const int64_t last_step = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;
@@ -175,21 +201,34 @@ TrainSummary train_model(const TrainOptions& o) {
       sync(o.device);
       const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
       const double wait = loader.stats().wait_seconds;
-      const auto profile = tracker.profile();
+      auto profile = tracker.profile();
       const double n = static_cast<double>(pending.size());
+      std::vector<double> losses(pending.size());
+      for (size_t i = 0; i < pending.size(); ++i) losses[i] = pending[i].loss.item<double>();
+      double window_seconds = seconds;
+      if (comm) {  // the job's numbers: mean loss, the slowest rank's time, the largest peaks
+        auto t = torch::tensor(losses, torch::kDouble);
+        t = t.to(comm->device());
+        comm->all_reduce_sum(t).wait();
+        t = t.cpu() / static_cast<double>(world);
+        for (size_t i = 0; i < losses.size(); ++i) losses[i] = t[static_cast<int64_t>(i)].item<double>();
+        window_seconds = comm->max(seconds);
+        profile.peak_allocated = static_cast<uint64_t>(comm->max(static_cast<double>(profile.peak_allocated)));
+        profile.peak_reserved = static_cast<uint64_t>(comm->max(static_cast<double>(profile.peak_reserved)));
+      }
       for (size_t i = 0; i < pending.size(); ++i) {
         StepRecord r;
         r.step = meta.step - static_cast<int64_t>(pending.size()) + static_cast<int64_t>(i) + 1;
-        r.loss = pending[i].loss.item<double>();
+        r.loss = losses[i];
         r.skipped = pending[i].found_inf.item<float>() != 0.0f;
         r.lr = pending_lr[i];
-        r.step_time_s = seconds / n;
-        r.samples_per_s = static_cast<double>(o.batch) / r.step_time_s;
+        r.step_time_s = window_seconds / n;
+        r.samples_per_s = static_cast<double>(o.batch * world) / r.step_time_s;
         r.voxels_per_s = r.samples_per_s * voxels;
         r.data_wait_s = (wait - wait_at_window) / n;
         r.peak_allocated = profile.peak_allocated;
         r.peak_reserved = profile.peak_reserved;
-        log.step(r);
+        if (log) log->step(r);
         summary.final_loss = r.loss;
         throughput.push_back(r.samples_per_s);
       }
@@ -197,10 +236,10 @@ TrainSummary train_model(const TrainOptions& o) {
       summary.peak_reserved = std::max<uint64_t>(summary.peak_reserved, profile.peak_reserved);
       pending.clear();
       pending_lr.clear();
-      if (validate_now) {
+      if (validate_now && main_rank) {  // the weights are the same on every rank
         const auto dice = validate(step, plan, split.validation, sw);
         const double mean = nan_mean(dice);
-        log.validation(meta.step, mean, dice);
+        log->validation(meta.step, mean, dice);
         summary.last_dice_per_class = dice;
         if (!std::isnan(mean) && mean > meta.best_dice) {
           meta.best_dice = mean;
@@ -208,16 +247,21 @@ TrainSummary train_model(const TrainOptions& o) {
         }
         summary.best_dice = meta.best_dice;
       }
-      if (checkpoint_now) save(ckpt_last);
+      if (checkpoint_now && main_rank) save(ckpt_last);
+      if (comm && (validate_now || checkpoint_now)) {
+        comm->barrier();
+        summary.best_dice = meta.best_dice = comm->max(meta.best_dice);
+      }
       tracker.reset();
       window_start = Clock::now();
       wait_at_window = loader.stats().wait_seconds;
     }
   }
-  log.finish();
-  if (history) history->write_snapshot(o.memory_snapshot);
+  if (log) log->finish();
+  if (history && main_rank) history->write_snapshot(o.memory_snapshot);
   const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
   summary.steps_done = meta.step;
+  summary.world_size = world;
   summary.median_samples_per_s = median(throughput);
   summary.data_wait_share = total > 0 ? (loader.stats().wait_seconds - wait_at_start) / total : 0;
   return summary;

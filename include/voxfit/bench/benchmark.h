@@ -96,6 +96,9 @@ struct BenchResult {
   bool cuda_graph = false;     ///< in effect
   std::string device_name;     ///< "NVIDIA H200", or "cpu"
   std::vector<IterationTiming> iterations;
+  /// CUDA runs: the device's peak bytes over all iterations, warm-up included (allocated = live
+  /// tensors, reserved = what the caching allocator held). Not measured on the CPU.
+  std::optional<std::uint64_t> peak_allocated, peak_reserved;
   /// Mean of images/s over iterations 1..N-1 (iteration 0 holds the warm-up).
   double steady_images_per_s() const;
 };

@@ -1,8 +1,8 @@
 #pragma once
 // Random training patches from a prepared cache, made by worker threads into a bounded queue.
 //
-// Determinism: batch i is a function of (seed, i) alone: its worker seeds a generator from both,
-// and next() hands batches out in index order. So a seed gives the same stream of batches for any
+// Determinism: sample j of batch i is a function of (seed, i, j) alone: its worker seeds a generator
+// from the three, and next() hands batches out in index order. So a seed gives the same stream of batches for any
 // thread count (and prefetch depth).
 #include <torch/types.h>
 
@@ -50,6 +50,12 @@ struct LoaderOptions {
   /// Index of the first batch handed out: a run resumed at step s starts at batch s and so sees
   /// the batches an uninterrupted run would have.
   std::int64_t first_batch = 0;
+  /// Data parallelism: this loader makes samples [shard * batch_size, (shard + 1) * batch_size) of
+  /// each global batch of shards * batch_size samples. Each sample is a function of (seed, batch
+  /// index, its place in the global batch), so the ranks of a job read disjoint patches and
+  /// together see exactly what one process with the global batch would.
+  int shard = 0;
+  int shards = 1;
 };
 
 /// What next() and the workers have done so far.

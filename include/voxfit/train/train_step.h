@@ -7,6 +7,7 @@
 
 #include "voxfit/data/patch_loader.h"
 #include "voxfit/data/spatial_augment.h"
+#include "voxfit/dist/grad_sync.h"
 #include "voxfit/memory/memory_tracker.h"
 #include "voxfit/models/network.h"
 #include "voxfit/train/loss_scaler.h"
@@ -50,6 +51,12 @@ class TrainStep {
   const StepOptions& options() const { return options_; }
   torch::Device device() const { return device_; }
 
+  /// Data parallelism: gradients are averaged over the ranks by `sync` (built on this step's
+  /// trainable parameters) between backward and the optimiser; nullptr: a single process.
+  void set_gradient_sync(dist::GradientSynchronizer* sync) { sync_ = sync; }
+  /// The parameters the optimiser trains, in registration order.
+  std::vector<torch::Tensor> trainable_parameters() const;
+
   /// Forward of an eval-mode network on `x` (autocast as in training), full-resolution logits.
   torch::Tensor infer(const torch::Tensor& x);
 
@@ -60,6 +67,7 @@ class TrainStep {
   Optimizer optimizer_;
   LossScaler scaler_;
   memory::MemoryTracker* tracker_;
+  dist::GradientSynchronizer* sync_ = nullptr;
 };
 
 /// Checks that `precision` can run on `device` (fp16 autocast needs CUDA: LibTorch's CPU autocast

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "voxfit/data/patch_loader.h"
+#include "voxfit/dist/communicator.h"
 #include "voxfit/memory/budget.h"
 #include "voxfit/train/lr_schedule.h"
 #include "voxfit/train/sliding_window.h"
@@ -42,14 +43,20 @@ struct TrainSummary {
   double final_loss = 0;
   double best_dice = -1;                  ///< -1: no validation ran
   std::vector<double> last_dice_per_class;
-  double median_samples_per_s = 0;
+  double median_samples_per_s = 0;      ///< of the global batch
+  std::int64_t world_size = 1;
   double data_wait_share = 0;             ///< loader wait / wall time over the run
   std::uint64_t peak_allocated = 0;
   std::uint64_t peak_reserved = 0;
 };
 
 /// Runs (or resumes) a training run; returns what it measured. Throws voxfit::Error on bad input.
-TrainSummary train_model(const TrainOptions& options);
+/// With `comm`, this process is one rank of a data-parallel job: `options.batch` is per rank (the
+/// global batch is batch x world size), `options.device` is this rank's device, each rank reads its
+/// own shard of every global batch, gradients are averaged over the ranks during backward, rank 0
+/// alone writes the run folder and validates, and the logged loss, throughput and peaks are
+/// reduced over the ranks (mean loss, global samples/s, largest peak). Every rank returns the summary.
+TrainSummary train_model(const TrainOptions& options, dist::Communicator* comm = nullptr);
 
 /// Mean and per-class Dice of `step`'s network over whole cases of the cache, by sliding window.
 std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& case_ids,
