@@ -53,8 +53,12 @@ torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_
 }
 
 torch::nn::AnyModule make_act(const std::string& name) {
-  if (name == "leakyrelu") return nn::AnyModule(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.01)));
-  if (name == "relu") return nn::AnyModule(nn::ReLU());
+  // In place, as MONAI's and nnU-Net's conv blocks do: the activation always follows a norm or a
+  // residual add, whose output nothing else reads, so its input need not be kept for backward
+  // (one activation-sized tensor less per conv unit; 28 MB a sample for each 16-channel 96^3 one).
+  if (name == "leakyrelu")
+    return nn::AnyModule(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.01).inplace(true)));
+  if (name == "relu") return nn::AnyModule(nn::ReLU(nn::ReLUOptions().inplace(true)));
   if (name == "gelu") return nn::AnyModule(nn::GELU());
   throw ConfigError("activation: expected leakyrelu, relu or gelu, got '" + name + "'");
 }

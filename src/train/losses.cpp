@@ -9,14 +9,15 @@ namespace F = torch::nn::functional;
 torch::Tensor soft_dice_loss(const torch::Tensor& logits, const torch::Tensor& target, const DiceCeOptions& o) {
   const auto x = torch::softmax(logits.to(torch::kFloat), 1);
   const int64_t classes = x.size(1);
-  // one-hot [B, K, spatial...] without materialising int64 one_hot's layout permutation
-  auto y = torch::zeros_like(x).scatter_(1, target.to(torch::kLong), 1.0);
+  // One-hot [B, K, spatial...] as bool: x * y keeps y for its backward, and a bool copy is a
+  // quarter of a float one (12 MB instead of 50 MB a sample at 14 classes and 96^3).
+  const auto y = torch::zeros(x.sizes(), x.options().dtype(torch::kBool)).scatter_(1, target.to(torch::kLong), true);
   std::vector<int64_t> axes;
   if (o.batch_dice) axes.push_back(0);
   for (int64_t d = 2; d < x.dim(); ++d) axes.push_back(d);
   const auto intersect = (x * y).sum(axes);
   const auto sum_pred = x.sum(axes);
-  const auto sum_gt = y.sum(axes);
+  const auto sum_gt = y.sum(axes, /*keepdim=*/false, torch::kFloat);
   auto dc = (2.0 * intersect + o.smooth) / (sum_gt + sum_pred + o.smooth).clamp_min(1e-8);
   if (!o.include_background) dc = dc.narrow(-1, 1, classes - 1);
   return -dc.mean();

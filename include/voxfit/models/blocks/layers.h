@@ -33,6 +33,7 @@ torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_
 bool is_norm_name(const std::string& name);
 
 /// Activation by name: "leakyrelu" (slope 0.01, as nnU-Net and MONAI), "relu", "gelu" (exact).
+/// leakyrelu and relu work in place: use them only on a tensor nothing else reads.
 torch::nn::AnyModule make_act(const std::string& name);
 
 /// Applies a Linear layer through at::linear, which folds the bias into the matrix product for
