@@ -2,13 +2,17 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/model_options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/atomic_file.h"
+#include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
+#include "voxfit/dist/launch.h"
 #include "voxfit/memory/card_table.h"
 #include "voxfit/sweep/sweep.h"
 
@@ -41,6 +45,54 @@ std::vector<memory::BudgetSpec> parse_budgets(const std::string& text) {
   return out;
 }
 
+// The command line without the options in `drop` (each with its value, also as --name=value).
+std::vector<std::string> without_options(const Args& args, const std::set<std::string>& drop) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto eq = args[i].find('=');
+    const std::string name = args[i].substr(0, eq);
+    if (drop.count(name)) {
+      if (eq == std::string::npos) ++i;
+      continue;
+    }
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// "I/N" of --shard.
+std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  try {
+    if (slash != std::string::npos) {
+      const auto i = std::stoul(text.substr(0, slash)), n = std::stoul(text.substr(slash + 1));
+      if (n >= 1 && i < n && std::to_string(i) + "/" + std::to_string(n) == text) return {i, n};
+    }
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("--shard: expected I/N with 0 <= I < N, got '" + text + "'");
+}
+
+// Every journal of a distributed sweep in DIR: DIR/points/*/results.jsonl.
+std::vector<fs::path> point_journals(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (fs::is_directory(dir / "points"))
+    for (const auto& d : fs::directory_iterator(dir / "points"))
+      if (fs::exists(d.path() / "results.jsonl")) out.push_back(d.path() / "results.jsonl");
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw ConfigError((dir / "points").string() + ": no */results.jsonl to merge");
+  return out;
+}
+
+const std::set<std::string> kDistributionOptions = {"--emit-slurm", "--parallel", "--shard", "--output", "--dataset",
+                                                    "--cache", "--merge", "--device"};
+
 }  // namespace
 
 int cmd_sweep(const Args& args) {
@@ -66,10 +118,32 @@ int cmd_sweep(const Args& args) {
       ("no-throughput-table", po::bool_switch(), "only the search's probes, no extra timing at powers of two")
       ("report-only", po::bool_switch(),
        "run nothing: rewrite results.csv, summary.md and the plots from DIR/results.jsonl (e.g. where gnuplot is)");
+  po::options_description d("Distributed sweeps");
+  d.add_options()
+      ("parallel", po::value<int>()->default_value(0)->value_name("N"),
+       "run the points on N local processes, one per GPU (cuda:0..N-1; all on the CPU with --device cpu), each "
+       "journalling into DIR/points/gpuI, then merge them into DIR")
+      ("emit-slurm", po::value<std::string>()->value_name("DIR"),
+       "prepare the dataset, then write DIR/sweep.sbatch: a Slurm job array with one point per task, each "
+       "journalling into DIR/points/TASK; run nothing. Submit with sbatch, then voxfit sweep --merge DIR")
+      ("merge", po::value<std::string>()->value_name("DIR"),
+       "join DIR/points/*/results.jsonl into DIR/results.jsonl and rewrite the reports; run nothing")
+      ("shard", po::value<std::string>()->value_name("I/N"), "run only the points whose grid index is I modulo N");
+  spec.options.add(d);
   spec.options.add(g);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
-  if (!vm.count("output")) throw ConfigError("voxfit sweep: --output DIR is required");
+  if (vm.count("merge")) {
+    const fs::path dir = vm["merge"].as<std::string>();
+    const auto entries = sweep::merge_journals(point_journals(dir), dir);
+    std::printf("%s: %zu points merged (results.jsonl, results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
+    return 0;
+  }
+  if (vm.count("emit-slurm")) {
+    if (vm.count("output")) throw ConfigError("--emit-slurm DIR: the results go to DIR; leave --output out");
+  } else if (!vm.count("output")) {
+    throw ConfigError("voxfit sweep: --output DIR is required");
+  }
   if (vm["report-only"].as<bool>()) {
     const fs::path dir = vm["output"].as<std::string>();
     const auto entries = sweep::read_journal(dir / "results.jsonl");
@@ -80,7 +154,7 @@ int cmd_sweep(const Args& args) {
   }
 
   sweep::SweepOptions o;
-  o.output_dir = vm["output"].as<std::string>();
+  o.output_dir = vm.count("emit-slurm") ? vm["emit-slurm"].as<std::string>() : vm["output"].as<std::string>();
   const auto list_or = [&](const char* key, const std::string& fallback) {
     return split_list(vm.count(key) ? vm[key].as<std::string>() : fallback);
   };
@@ -126,6 +200,70 @@ int cmd_sweep(const Args& args) {
   o.max_batch = vm["max-batch"].as<int64_t>();
   o.throughput_table = !vm["no-throughput-table"].as<bool>();
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
+  if (vm.count("shard")) std::tie(o.shard, o.shards) = parse_shard(vm["shard"].as<std::string>());
+  const std::size_t points = sweep::grid_size(o.grid);
+
+  // The commands other processes run: this one, on the prepared cache, without distribution options.
+  const auto point_command = [&](const std::string& shard, const std::string& output) {
+    std::vector<std::string> cmd{"voxfit", "sweep"};
+    for (const auto& a : without_options(args, kDistributionOptions)) cmd.push_back(a);
+    for (const auto& a : {std::string("--dataset"), fs::absolute(o.cache_dir).string(), std::string("--shard"), shard,
+                          std::string("--output"), output})
+      cmd.push_back(a);
+    return cmd;
+  };
+  if (vm.count("emit-slurm")) {
+    const fs::path dir = fs::absolute(o.output_dir);
+    fs::create_directories(dir / "logs");
+    std::ostringstream sh;
+    sh << "#!/bin/bash\n"
+       << "# Written by `voxfit sweep --emit-slurm`: " << points << " sweep points, one per array task, each\n"
+       << "# journalled in its own folder. Submit: sbatch " << (dir / "sweep.sbatch").string() << "\n"
+       << "# (add --partition/--account there or on sbatch's command line); when every task has finished:\n"
+       << "#   voxfit sweep --merge " << dir.string() << "\n"
+       << "#SBATCH --job-name=voxfit-sweep\n"
+       << "#SBATCH --array=0-" << points - 1 << "\n"
+       << "#SBATCH --ntasks=1\n#SBATCH --gpus-per-task=1\n#SBATCH --cpus-per-task=8\n"
+       << "#SBATCH --chdir=" << fs::current_path().string() << "\n"
+       << "#SBATCH --output=" << (dir / "logs" / "%A_%a.log").string() << "\n"
+       << "set -euo pipefail\n"
+       << "exec " << shell_quote(fs::read_symlink("/proc/self/exe").string());
+    const auto cmd = point_command("SHARD", "OUT");
+    for (size_t i = 1; i < cmd.size(); ++i) {
+      if (cmd[i] == "SHARD") sh << " \"$SLURM_ARRAY_TASK_ID/" << points << "\"";
+      else if (cmd[i] == "OUT") sh << " \"" << (dir / "points").string() << "/$SLURM_ARRAY_TASK_ID\"";
+      else sh << " " << shell_quote(cmd[i]);
+    }
+    sh << "\n";
+    write_file_atomic(dir / "sweep.sbatch", sh.str());
+    fs::permissions(dir / "sweep.sbatch", fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    std::printf("%s: a Slurm job array of %zu points (one per task); submit it with sbatch, then run "
+                "voxfit sweep --merge %s\n", (dir / "sweep.sbatch").c_str(), points, dir.c_str());
+    return 0;
+  }
+  if (const int n = vm["parallel"].as<int>(); n != 0) {
+    if (n < 1) throw ConfigError("--parallel: expected 1 or more, got " + std::to_string(n));
+    const bool gpus = o.probe.device.is_cuda();
+    if (gpus && n > static_cast<int>(cuda_devices().size()))
+      throw ConfigError("--parallel " + std::to_string(n) + ": there are only " + std::to_string(cuda_devices().size()) +
+                        " GPU(s) (use --device cpu to run CPU points side by side)");
+    std::vector<std::vector<std::string>> commands;
+    for (int g = 0; g < n; ++g) {
+      auto cmd = point_command(std::to_string(g) + "/" + std::to_string(n),
+                               (fs::absolute(o.output_dir) / "points" / ("gpu" + std::to_string(g))).string());
+      cmd.push_back("--device");
+      cmd.push_back(gpus ? "cuda:" + std::to_string(g) : "cpu");
+      commands.push_back(cmd);
+    }
+    std::printf("sweep: %zu points on %d processes\n", points, n);
+    std::fflush(stdout);
+    if (const int rc = dist::run_processes(commands); rc != 0) return rc;
+    const auto entries = sweep::merge_journals(point_journals(o.output_dir), o.output_dir);
+    std::ifstream summary(o.output_dir / "summary.md");
+    std::cout << "\n" << summary.rdbuf() << "\n" << entries.size() << " points merged into " << o.output_dir.string()
+              << "/\n";
+    return 0;
+  }
 
   std::printf("%-12s %-12s %-5s %-7s %-12s %9s %7s %7s %10s\n", "model", "patch", "prec", "ckpt", "budget", "max_batch",
               "probes", "seconds", "samples/s");

@@ -17,7 +17,7 @@ namespace voxfit::cli {
 namespace {
 
 // --batch max: the search a sweep runs, on this run's exact settings, then train at its answer.
-int64_t max_batch_for(const train::TrainOptions& o) {
+int64_t max_batch_for(const train::TrainOptions& o, bool data_parallel) {
   const auto plan = data::load_plan(o.cache_dir);
   sweep::ProbeOptions p;
   p.model = o.model;
@@ -28,6 +28,7 @@ int64_t max_batch_for(const train::TrainOptions& o) {
   p.loader = o.loader;
   p.device = o.device;
   p.seed = o.seed;
+  p.data_parallel = data_parallel;
   const auto split = data::split_cases(plan.case_ids(), o.validation_fraction, o.seed + 12345);
   const auto e = sweep::search_point(plan, data::CacheIndex::load(plan, split.train), p, o.budget, 4096, false);
   std::printf("--batch max: %lld fits under %s, %lld does not (%d probes, %.1f s)\n",
@@ -136,7 +137,7 @@ int cmd_train(const Args& args) {
   if (comm && comm->rank() == 0) comm->barrier();
   check_patch_fits_cases(data::load_plan(o.cache_dir), o.model_context.patch);
   if (batch == "max") {
-    o.batch = max_batch_for(o);
+    o.batch = max_batch_for(o, comm != nullptr);
     if (comm) o.batch = static_cast<int64_t>(-comm->max(-static_cast<double>(o.batch)));  // the smallest card's
   } else {
     try {

@@ -30,31 +30,24 @@ int free_tcp_port() {
   return ntohs(addr.sin_port);
 }
 
-int run_local_ranks(int nproc, const std::vector<std::string>& argv) {
-  if (nproc < 1) throw ConfigError("--nproc: expected 1 or more, got " + std::to_string(nproc));
-  if (argv.empty()) throw Error("run_local_ranks: no command");
-  const std::string port = std::to_string(free_tcp_port());
+int run_processes(const std::vector<std::vector<std::string>>& commands, const std::function<void(int)>& in_child) {
   std::vector<pid_t> pids;
   std::fflush(nullptr);
-  for (int r = 0; r < nproc; ++r) {
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    if (commands[i].empty()) throw Error("run_processes: an empty command");
     const pid_t pid = ::fork();
     if (pid < 0) {
       for (pid_t p : pids) ::kill(p, SIGTERM);
-      throw Error(std::string("--nproc: cannot start rank ") + std::to_string(r) + ": " + std::strerror(errno));
+      throw Error("cannot start process " + std::to_string(i) + ": " + std::strerror(errno));
     }
     if (pid == 0) {
-      const std::string rank = std::to_string(r), world = std::to_string(nproc);
-      ::setenv("RANK", rank.c_str(), 1);
-      ::setenv("LOCAL_RANK", rank.c_str(), 1);
-      ::setenv("WORLD_SIZE", world.c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
+      if (in_child) in_child(static_cast<int>(i));
       std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      for (const auto& a : commands[i]) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
       ::execv("/proc/self/exe", args.data());
-      std::fprintf(stderr, "voxfit: error: rank %d: cannot run %s: %s\n", r, argv[0].c_str(), std::strerror(errno));
+      std::fprintf(stderr, "voxfit: error: process %zu: cannot run %s: %s\n", i, commands[i][0].c_str(),
+                   std::strerror(errno));
       ::_exit(127);
     }
     pids.push_back(pid);
@@ -84,6 +77,21 @@ int run_local_ranks(int nproc, const std::vector<std::string>& argv) {
     }
   }
   return result;
+}
+
+int run_local_ranks(int nproc, const std::vector<std::string>& argv) {
+  if (nproc < 1) throw ConfigError("--nproc: expected 1 or more, got " + std::to_string(nproc));
+  if (argv.empty()) throw Error("run_local_ranks: no command");
+  const std::string port = std::to_string(free_tcp_port()), world = std::to_string(nproc);
+  return run_processes(std::vector<std::vector<std::string>>(static_cast<std::size_t>(nproc), argv), [&](int r) {
+    const std::string rank = std::to_string(r);
+    ::setenv("RANK", rank.c_str(), 1);
+    ::setenv("LOCAL_RANK", rank.c_str(), 1);
+    ::setenv("WORLD_SIZE", world.c_str(), 1);
+    ::setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", port.c_str(), 1);
+  });
 }
 
 }  // namespace voxfit::dist

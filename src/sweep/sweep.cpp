@@ -133,11 +133,15 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
   const data::Plan plan = data::load_plan(o.cache_dir);
   const auto split = data::split_cases(plan.case_ids(), 0.2, o.probe.seed + 12345);
   const auto index = data::CacheIndex::load(plan, split.train);
+  if (o.shards < 1 || o.shard >= o.shards)
+    throw ConfigError("sweep shard " + std::to_string(o.shard) + "/" + std::to_string(o.shards) + ": out of range");
+  std::size_t point = 0;
   for (const auto& model : o.grid.models)
     for (const auto& patch : o.grid.patches)
       for (const auto precision : o.grid.precisions)
         for (const auto checkpoint : o.grid.checkpointing)
           for (const auto& budget : o.grid.budgets) {
+            if (point++ % o.shards != o.shard) continue;
             const std::string key = point_key(model, patch, precision, checkpoint, budget);
             if (done.count(key)) continue;
             ProbeOptions p = o.probe;
@@ -166,6 +170,33 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
             if (on_point) on_point(entry);
           }
   write_reports(read_journal(journal), o.output_dir);
+}
+
+std::size_t grid_size(const SweepGrid& g) {
+  return g.models.size() * g.patches.size() * g.precisions.size() * g.checkpointing.size() * g.budgets.size();
+}
+
+std::vector<json> merge_journals(const std::vector<fs::path>& journals, const fs::path& dir) {
+  std::vector<json> merged;
+  std::map<std::string, std::size_t> at;
+  for (const auto& file : journals)
+    for (auto& e : read_journal(file)) {
+      const std::string key = e.value("key", "");
+      const auto it = at.find(key);
+      if (it == at.end()) {
+        at[key] = merged.size();
+        merged.push_back(std::move(e));
+      } else if (merged[it->second].contains("skipped") && !e.contains("skipped")) {
+        merged[it->second] = std::move(e);
+      }
+    }
+  if (merged.empty()) throw ConfigError(dir.string() + ": no sweep results to merge");
+  fs::create_directories(dir);
+  std::string text;
+  for (const auto& e : merged) text += e.dump() + "\n";
+  write_file_atomic(dir / "results.jsonl", text);
+  write_reports(merged, dir);
+  return merged;
 }
 
 void write_reports(const std::vector<json>& entries, const fs::path& dir) {

@@ -34,6 +34,12 @@ Probe TrainingProbe::run(std::int64_t batch) {
   const data::Batch data = data::PatchLoader(index_, lo).next();
   torch::manual_seed(o.seed);
   train::TrainStep step(models::make_model(o.model, o.model_context), o.device, o.step, &tracker);
+  torch::Tensor buckets;  // dist::GradientSynchronizer's flat buffers, same size and device
+  if (o.data_parallel) {
+    std::int64_t bytes = 0;
+    for (const auto& t : step.trainable_parameters()) bytes += t.numel() * static_cast<std::int64_t>(t.element_size());
+    buckets = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(o.device));
+  }
   std::vector<double> times;
   const auto sync = [&] {
     if (o.device.is_cuda()) torch::cuda::synchronize(o.device.index() < 0 ? 0 : o.device.index());

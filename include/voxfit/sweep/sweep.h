@@ -31,7 +31,15 @@ struct SweepOptions {
   bool throughput_table = true;  ///< also time powers of two below the maximum
   /// Model parameters per model name (e.g. unet3d: stages=5), applied where the model has them.
   std::map<std::string, std::map<std::string, std::string>> model_params;
+  /// Distributed sweeps: run only the points whose index in the grid (models, then patches,
+  /// precisions, checkpointing, budgets) is shard modulo shards; the rest belong to other
+  /// processes (a Slurm array task, a local GPU) whose journals merge_journals() joins.
+  std::size_t shard = 0;
+  std::size_t shards = 1;
 };
+
+/// Points in the grid.
+std::size_t grid_size(const SweepGrid& grid);
 
 /// The journal key of a point: "unetr|96x96x96|fp16|none|rtx3090".
 std::string point_key(const std::string& model, const std::vector<std::int64_t>& patch, train::Precision precision,
@@ -48,6 +56,12 @@ nlohmann::json search_point(const data::Plan& plan, std::shared_ptr<const data::
 
 /// Journal entries in file order; a truncated last line (a crash mid-write) is skipped.
 std::vector<nlohmann::json> read_journal(const std::filesystem::path& file);
+
+/// Joins the journals of a distributed sweep into `dir`/results.jsonl (written atomically) and
+/// rewrites the reports; an entry keeps its first appearance's place, a measured entry replaces a
+/// skipped one for the same key. Returns the merged entries; throws ConfigError if there are none.
+std::vector<nlohmann::json> merge_journals(const std::vector<std::filesystem::path>& journals,
+                                           const std::filesystem::path& dir);
 
 /// results.csv, summary.md and the plots (plots need gnuplot; without it the summary says so).
 void write_reports(const std::vector<nlohmann::json>& entries, const std::filesystem::path& dir);

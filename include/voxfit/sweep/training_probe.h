@@ -22,6 +22,9 @@ struct ProbeOptions {
   int warmup_steps = 2;                ///< not timed (cuDNN autotuning, allocator warm-up)
   int timed_steps = 3;                 ///< timed; the median gives samples/s
   std::uint64_t seed = 0;
+  /// A per-GPU search for a data-parallel job: the probe also holds what each rank holds beyond a
+  /// single process, the gradient buckets (one flat copy of the trainable parameters' gradients).
+  bool data_parallel = false;
 };
 
 /// Callable as a ProbeFn. A budget (memory::ScopedBudget) must be alive around the calls.
