@@ -6,7 +6,9 @@
 # boundary by real training steps); each variant journals into its own folder under $OUT.
 #   MODELS     default "unetr swin_unetr"
 #   BUDGETS    default "24GiB,48GiB"
-#   VARIANTS   default "default expandable lean"; lean = expandable + --checkpointing all
+#   VARIANTS   default "default expandable lean": default = fixed-size segments
+#              (expandable_segments:False, LibTorch's own default), lean = expandable + --checkpointing all
+#   RESUME_FROM a folder holding VARIANT/results.jsonl of an earlier call: those points are not rerun
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-memory}
@@ -17,10 +19,13 @@ prepare_ct14 "$out/prepare.log" || exit 1
 for variant in ${VARIANTS:-default expandable lean}; do
   conf="" args=(--budgets "${BUDGETS:-24GiB,48GiB}" --checkpointing none)
   case $variant in
-    default) ;;
+    default) conf=expandable_segments:False ;;
     expandable) conf=expandable_segments:True ;;
     lean) conf=expandable_segments:True args=(--budgets 24GiB --checkpointing all) ;;
   esac
+  if [ -n "${RESUME_FROM:-}" ] && [ -f "$RESUME_FROM/$variant/results.jsonl" ]; then
+    mkdir -p "$out/$variant" && cp "$RESUME_FROM/$variant/results.jsonl" "$out/$variant/"
+  fi
   for m in ${MODELS:-unetr swin_unetr}; do
     PYTORCH_CUDA_ALLOC_CONF=$conf "$vf" sweep --dataset "$work/cache" --models "$m" --patches 96 --precisions fp16 \
       "${args[@]}" --no-throughput-table --output "$out/$variant" >>"$out/$variant.log" 2>&1 ||

@@ -6,6 +6,7 @@
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/memory/budget.h"
 #include "voxfit/core/runtime.h"
 
 namespace voxfit::cli {
@@ -51,6 +52,7 @@ std::string first_line(const std::string& s) {
 }  // namespace
 
 int run(int argc, char** argv) {
+  memory::default_cuda_allocator_settings();
   const Args all(argv + 1, argv + argc);
   if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
     print_usage(std::cout);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "voxfit/core/error.h"
@@ -153,6 +154,17 @@ ScopedBudget::~ScopedBudget() {
 #if defined(VOXFIT_WITH_CUDA)
   if (device_.is_cuda() && report_.capped) compat::set_memory_fraction(1.0, cuda_index(device_));
 #endif
+}
+
+void default_cuda_allocator_settings() {
+#if defined(VOXFIT_WITH_CUDA) && VOXFIT_TORCH_AT_LEAST(2, 1)
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
+#endif
+}
+
+std::string cuda_allocator_settings() {
+  const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+  return conf ? conf : "";
 }
 
 }  // namespace voxfit::memory

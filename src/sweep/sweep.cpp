@@ -92,6 +92,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"channels_last", probe.model_context.channels_last},
           {"budget", budget.label()},
           {"budget_report", scoped.report().to_json()},
+          {"allocator", memory::cuda_allocator_settings()},
           {"dataset", plan.dataset_name},
           {"max_batch", r.max_batch},
           {"first_failing", r.first_failing},

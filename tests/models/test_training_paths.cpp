@@ -99,8 +99,13 @@ TEST_P(PerNetwork, MathAndSdpaAttentionAgree) {
   EXPECT_TRUE(torch::allclose(outs[0], outs[1], 1e-4, 1e-5)) << (outs[0] - outs[1]).abs().max().item<double>();
   const auto g_math = step_gradients(small, CheckpointMode::kNone, AttentionMode::kMath);
   const auto g_sdpa = step_gradients(small, CheckpointMode::kNone, AttentionMode::kSdpa);
-  for (const auto& [name, g] : g_math)
-    EXPECT_TRUE(torch::allclose(g, g_sdpa.at(name), 1e-3, 1e-5)) << name;
+  // Per tensor, the error relative to the gradient's norm: elementwise tolerances fail on the
+  // conv weights' sums over many voxels, where the two kernels' rounding (fp32, different
+  // summation order) lands on gradients that nearly cancel. A wrong scale, mask or layout gives O(1).
+  for (const auto& [name, g] : g_math) {
+    const double error = (g - g_sdpa.at(name)).norm().item<double>() / (g.norm().item<double>() + 1e-12);
+    EXPECT_LT(error, 1e-3) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Small, PerNetwork, ::testing::ValuesIn(test::small_nets()), label);

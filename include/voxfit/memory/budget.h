@@ -65,6 +65,16 @@ struct CudaContextOverhead {
 };
 CudaContextOverhead measure_cuda_context_overhead(int device);
 
+/// Run first thing in main, before any CUDA call: on CUDA builds of LibTorch >= 2.1 the caching
+/// allocator gets expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) unless
+/// the user set PYTORCH_CUDA_ALLOC_CONF. Fixed-size segments lose several GiB to fragmentation at
+/// large batches (UNETR fp16 under 24 GiB on the H200: 19.4 GiB allocated in 23.2 GiB reserved at
+/// batch 22, the largest that fit; with expandable segments batch 29 fits). Budgets still hold:
+/// the fraction cap covers mapped pages too.
+void default_cuda_allocator_settings();
+/// PYTORCH_CUDA_ALLOC_CONF as this process runs with it ("" when unset), for result files.
+std::string cuda_allocator_settings();
+
 /// Computes the report for `spec` on `device` without capping anything (on CUDA it measures the
 /// overhead). BudgetError when the budget cannot be honoured here: larger than this GPU (or this
 /// host's RAM on CPU), or no larger than the measured overhead.
