@@ -101,10 +101,12 @@ TEST_P(PerNetwork, MathAndSdpaAttentionAgree) {
   const auto g_sdpa = step_gradients(small, CheckpointMode::kNone, AttentionMode::kSdpa);
   // Per tensor, the error relative to the gradient's norm: elementwise tolerances fail on the
   // conv weights' sums over many voxels, where the two kernels' rounding (fp32, different
-  // summation order) lands on gradients that nearly cancel. A wrong scale, mask or layout gives O(1).
+  // summation order) lands on gradients that nearly cancel: on LibTorch 2.11's CPU flash kernel
+  // UNETR's 1x1x1 input projection differs by 0.5% of its norm. A wrong scale, mask or layout
+  // gives O(1).
   for (const auto& [name, g] : g_math) {
     const double error = (g - g_sdpa.at(name)).norm().item<double>() / (g.norm().item<double>() + 1e-12);
-    EXPECT_LT(error, 1e-3) << name;
+    EXPECT_LT(error, 2e-2) << name;
   }
 }
 
