@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (issue 4): every network trains a few steps at its reference setting, batch 2.
 # The 3D networks with `voxfit train` (96^3, 14-class real CT at 1.5 mm, fp16 and bf16 autocast);
-# ResNet50 and ViT-B/16 with `voxfit bench --train` (224^2, SGD step, float16 and float32).
+# ResNet50 and ViT-B/16 with `voxfit bench --train` (224^2, SGD step, pure float16 / bfloat16 weights
+# and inputs as the reference protocol's `.half()`, and float32).
 # Needs build-cuda/voxfit and .shared-data. Logs go to $OUT; the table is printed last.
 #   STEPS   training steps per 3D run (default 20)
 set -uo pipefail
@@ -28,7 +29,7 @@ for m in unetr swin_unetr unet3d; do
   done
 done
 for m in resnet50 vit_base_patch16_224; do
-  for p in float16 float32; do
+  for p in float16 bfloat16 float32; do
     "$vf" bench --model $m --precision $p --train --batch 2 --steps 20 --iterations 3 --json "$out/bench_${m}_$p.json" \
       >"$out/bench_${m}_$p.log" 2>&1 || tail -2 "$out/bench_${m}_$p.log"
     python3 - "$out/bench_${m}_$p.json" "$m" "$p" >>"$table" <<'PY'

@@ -56,12 +56,19 @@ std::string device_name(const torch::Device& device) {
 
 }  // namespace
 
-std::string to_string(Precision p) { return p == Precision::kFloat16 ? "float16" : "float32"; }
+std::string to_string(Precision p) {
+  return p == Precision::kFloat16 ? "float16" : p == Precision::kBfloat16 ? "bfloat16" : "float32";
+}
+
+torch::ScalarType dtype_of(Precision p) {
+  return p == Precision::kFloat16 ? torch::kHalf : p == Precision::kBfloat16 ? torch::kBFloat16 : torch::kFloat;
+}
 
 Precision parse_precision(const std::string& text, const std::string& what) {
   if (text == "float16") return Precision::kFloat16;
   if (text == "float32") return Precision::kFloat32;
-  throw ConfigError(what + ": expected float16 or float32, got '" + text + "'");
+  if (text == "bfloat16") return Precision::kBfloat16;
+  throw ConfigError(what + ": expected float16, bfloat16 or float32, got '" + text + "'");
 }
 
 std::string to_string(InputFill f) { return f == InputFill::kZeros ? "zeros" : "random"; }
@@ -96,10 +103,10 @@ void validate(const BenchOptions& o) {
   } else if (!o.device.is_cpu()) {
     throw ConfigError("bench: device must be a CUDA device or the CPU, not " + o.device.str());
   }
-  if (o.device.is_cpu() && o.precision == Precision::kFloat16)
-    throw UnsupportedError(
-        "bench: float16 runs on CUDA devices only (LibTorch's CPU kernels lack half-precision "
-        "convolutions); use --precision float32 on the CPU");
+  if (o.device.is_cpu() && o.precision != Precision::kFloat32)
+    throw UnsupportedError("bench: " + to_string(o.precision) +
+                           " runs on CUDA devices only (LibTorch's CPU kernels lack half-precision "
+                           "convolutions); use --precision float32 on the CPU");
 }
 
 bool uses_channels_last(const BenchOptions& o, const models::NetworkImpl& net) {
@@ -128,7 +135,7 @@ BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
   result.channels_last = uses_channels_last(o, *net);
   result.cuda_graph = o.cuda_graph && o.device.is_cuda() && !o.train;
 
-  const auto dtype = o.precision == Precision::kFloat16 ? torch::kHalf : torch::kFloat;
+  const auto dtype = dtype_of(o.precision);
   net->to(o.device, dtype);
   if (result.channels_last) to_channels_last(*net);
   net->train(o.train);

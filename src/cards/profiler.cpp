@@ -79,7 +79,7 @@ PreparedStep prepare_reference(const ProfileOptions& o) {
   auto s = std::make_shared<State>();
   s->net = bench::make_bench_model(b);
   const bool channels_last = bench::uses_channels_last(b, *s->net);
-  const auto dtype = b.precision == bench::Precision::kFloat16 ? torch::kHalf : torch::kFloat;
+  const auto dtype = bench::dtype_of(b.precision);
   s->net->to(b.device, dtype);
   if (channels_last) {
     torch::NoGradGuard no_grad;

@@ -47,7 +47,7 @@ torch::Device parse_device(const std::string& value) {
 int cmd_bench(const Args& args) {
   CommandSpec spec{
       "bench",
-      "voxfit bench --model resnet50|vit_base_patch16_224 --precision float16|float32 [--train] "
+      "voxfit bench --model resnet50|vit_base_patch16_224 --precision float16|bfloat16|float32 [--train] "
       "[--device N|cpu] [options]",
       "Runs the ResNet50 / ViT reference benchmark (the RTX 3090 / A40 protocol: batch x steps "
       "images per iteration, iteration 0 is warm-up) and prints its one-line result, the "
@@ -58,7 +58,7 @@ int cmd_bench(const Args& args) {
     ("model", po::value<std::string>()->default_value("resnet50")->value_name("NAME"),
      "a 2D classification network of the registry: resnet50, vit_base_patch16_224")
     ("precision", po::value<std::string>()->default_value("float16")->value_name("P"),
-     "float16 (pure half weights and inputs, CUDA only) or float32")
+     "float16 (pure half weights and inputs, CUDA only), bfloat16 (the same in bfloat16) or float32")
     ("train", po::bool_switch(), "time forward + backward + SGD steps instead of inference")
     ("device", po::value<std::string>()->value_name("N|cpu"),
      "CUDA device number or cpu (default: 0 when a GPU is visible, else cpu)")

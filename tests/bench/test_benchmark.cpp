@@ -314,6 +314,11 @@ TEST_F(Bench, InvalidOptionsAreRejectedBeforeAnyWork) {
     o.device = torch::Device(torch::kCUDA, 0);
     EXPECT_THROW(bench::validate(o), UnsupportedError);
   }
+  o = tiny_options();
+  o.precision = bench::parse_precision("bfloat16", "--precision");
+  EXPECT_EQ(bench::dtype_of(o.precision), torch::kBFloat16);
+  EXPECT_EQ(bench::to_string(o.precision), "bfloat16");
+  EXPECT_THROW(bench::validate(o), UnsupportedError);  // reduced precision: CUDA only
   EXPECT_THROW(bench::parse_precision("float64", "--precision"), ConfigError);
   EXPECT_THROW(bench::parse_input_fill("ones"), ConfigError);
 }

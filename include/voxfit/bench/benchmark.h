@@ -17,14 +17,17 @@
 
 namespace voxfit::bench {
 
-/// `float16` is pure half precision (weights and inputs, no autocast), as in the reference.
-enum class Precision { kFloat16, kFloat32 };
+/// `float16` is pure half precision (weights and inputs, no autocast), as in the reference;
+/// `bfloat16` the same in bfloat16 (not in the reference, which predates it).
+enum class Precision { kFloat16, kFloat32, kBfloat16 };
+/// The weights' and inputs' type for a precision.
+torch::ScalarType dtype_of(Precision p);
 /// `zeros` is the reference's input; `random` (normal noise) keeps sparsity-sensitive kernels honest.
 enum class InputFill { kZeros, kRandom };
 
-/// "float16" / "float32".
+/// "float16" / "float32" / "bfloat16".
 std::string to_string(Precision p);
-/// Parses "float16" / "float32"; throws ConfigError naming `what` (e.g. "--precision").
+/// Parses "float16" / "float32" / "bfloat16"; throws ConfigError naming `what` (e.g. "--precision").
 Precision parse_precision(const std::string& text, const std::string& what = "--precision");
 /// "zeros" / "random".
 std::string to_string(InputFill f);
