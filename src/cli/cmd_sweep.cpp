@@ -91,7 +91,7 @@ std::vector<fs::path> point_journals(const fs::path& dir) {
 }
 
 const std::set<std::string> kDistributionOptions = {"--emit-slurm", "--parallel", "--shard", "--output", "--dataset",
-                                                    "--cache", "--merge", "--device"};
+                                                    "--cache", "--merge"};
 
 }  // namespace
 
@@ -204,9 +204,11 @@ int cmd_sweep(const Args& args) {
   const std::size_t points = sweep::grid_size(o.grid);
 
   // The commands other processes run: this one, on the prepared cache, without distribution options.
-  const auto point_command = [&](const std::string& shard, const std::string& output) {
+  const auto point_command = [&](const std::string& shard, const std::string& output, bool keep_device = true) {
     std::vector<std::string> cmd{"voxfit", "sweep"};
-    for (const auto& a : without_options(args, kDistributionOptions)) cmd.push_back(a);
+    auto drop = kDistributionOptions;
+    if (!keep_device) drop.insert("--device");
+    for (const auto& a : without_options(args, drop)) cmd.push_back(a);
     for (const auto& a : {std::string("--dataset"), fs::absolute(o.cache_dir).string(), std::string("--shard"), shard,
                           std::string("--output"), output})
       cmd.push_back(a);
@@ -250,7 +252,8 @@ int cmd_sweep(const Args& args) {
     std::vector<std::vector<std::string>> commands;
     for (int g = 0; g < n; ++g) {
       auto cmd = point_command(std::to_string(g) + "/" + std::to_string(n),
-                               (fs::absolute(o.output_dir) / "points" / ("gpu" + std::to_string(g))).string());
+                               (fs::absolute(o.output_dir) / "points" / ("gpu" + std::to_string(g))).string(),
+                               /*keep_device=*/false);
       cmd.push_back("--device");
       cmd.push_back(gpus ? "cuda:" + std::to_string(g) : "cpu");
       commands.push_back(cmd);

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <thread>
 
@@ -260,6 +262,75 @@ TEST_F(DataParallelTrain, ARankThatFailsStopsTheJobWithItsError) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
   EXPECT_FALSE(test::fs::exists(dir() / "run" / "last.pt"));
+}
+
+}  // namespace
+}  // namespace voxfit
+
+namespace voxfit {
+namespace {
+
+class DistributedSweep : public test::TempDirTest {};
+
+const std::string kTinySweep = " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
+                               " --warmup-steps 1 --timed-steps 1 --no-throughput-table --threads 1";
+
+std::vector<nlohmann::json> journal_of(const test::fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// --parallel 2 on the CPU: two processes, one point each (--shard 0/2 and 1/2), merged.
+TEST_F(DistributedSweep, ParallelProcessesShareTheGridAndMerge) {
+  const auto r = test::run_voxfit("sweep --device cpu --dataset '" + test::prepared_ct_cache().string() + "'" +
+                                  kTinySweep + " --budgets 256MiB,320MiB --parallel 2 --output '" +
+                                  (dir() / "out").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto a = journal_of(dir() / "out" / "points" / "gpu0" / "results.jsonl");
+  const auto b = journal_of(dir() / "out" / "points" / "gpu1" / "results.jsonl");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_NE(a[0]["key"], b[0]["key"]);
+  const auto merged = journal_of(dir() / "out" / "results.jsonl");
+  ASSERT_EQ(merged.size(), 2u);
+  for (const auto& e : merged) EXPECT_GE(e["max_batch"].get<int64_t>(), 1) << e.dump();
+  EXPECT_TRUE(test::fs::exists(dir() / "out" / "summary.md"));
+  EXPECT_NE(r.out.find("2 points merged"), std::string::npos) << r.out;
+}
+
+// --emit-slurm writes an array job; one task run by hand journals its point; --merge joins it.
+TEST_F(DistributedSweep, SlurmArrayScriptRunsAPointAndMerges) {
+  const auto out = dir() / "slurm";
+  auto r = test::run_voxfit("sweep --device cpu --dataset '" + test::prepared_ct_cache().string() + "'" + kTinySweep +
+                            " --budgets 256MiB,320MiB --emit-slurm '" + out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream in(out / "sweep.sbatch");
+  const std::string script((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(script.find("#SBATCH --array=0-1"), std::string::npos) << script;
+  EXPECT_NE(script.find("'--shard' \"$SLURM_ARRAY_TASK_ID/2\""), std::string::npos) << script;
+  EXPECT_NE(script.find("'--device' 'cpu'"), std::string::npos) << script;
+  EXPECT_EQ(script.find("'--emit-slurm'"), std::string::npos) << script;
+  EXPECT_FALSE(test::fs::exists(out / "results.jsonl")) << "emitting must not run the sweep";
+  // What Slurm would run as task 1.
+  const std::string task = "cd '" + dir().string() + "' && SLURM_ARRAY_TASK_ID=1 bash '" + (out / "sweep.sbatch").string() +
+                           "' >'" + (dir() / "task.log").string() + "' 2>&1";
+  ASSERT_EQ(std::system(task.c_str()), 0);
+  const auto point = journal_of(out / "points" / "1" / "results.jsonl");
+  ASSERT_EQ(point.size(), 1u);
+  EXPECT_EQ(point[0]["budget"], "320.00 MiB");
+  r = test::run_voxfit("sweep --merge '" + out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(journal_of(out / "results.jsonl").size(), 1u);
+  r = test::run_voxfit("sweep --merge '" + (dir() / "nothing").string() + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("nothing"), std::string::npos) << r.err;
+  r = test::run_voxfit("sweep --device cpu --dataset '" + test::prepared_ct_cache().string() + "'" + kTinySweep +
+                       " --budgets 256MiB --shard 2/2 --output '" + (dir() / "bad").string() + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--shard"), std::string::npos) << r.err;
 }
 
 }  // namespace
