@@ -3,6 +3,9 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
+// LibTorch 1.13's modules/instancenorm.h calls functional::detail::instance_norm without including
+// it; builds without the torch.h PCH (the asan preset) need it spelled out.
+#include <torch/nn/functional/instancenorm.h>
 #include <torch/nn/modules/instancenorm.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
