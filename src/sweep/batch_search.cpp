@@ -113,7 +113,9 @@ std::int64_t knee_batch(const std::vector<Probe>& probes, double fraction) {
 
 nlohmann::json to_json(const Probe& p) {
   nlohmann::json j{{"batch", p.batch}, {"fits", p.fits}, {"seconds", p.seconds}};
+  if (p.setup_seconds > 0) j["setup_seconds"] = p.setup_seconds;
   if (p.fits) {
+    j["first_step_seconds"] = p.first_step_seconds;
     j["peak_allocated_bytes"] = p.peak_allocated;
     j["peak_reserved_bytes"] = p.peak_reserved;
     j["samples_per_s"] = p.samples_per_s;

@@ -18,8 +18,9 @@ TrainingProbe::TrainingProbe(std::shared_ptr<const data::CacheIndex> index, Prob
     : index_(std::move(index)), options_(std::move(options)),
       baseline_(memory::current_allocated_bytes(options_.device)) {}
 
-Probe TrainingProbe::run(std::int64_t batch) {
+Probe TrainingProbe::run(std::int64_t batch, double& setup_seconds) {
   const auto& o = options_;
+  const auto t_setup = Clock::now();
   memory::MemoryTracker tracker(o.device);
   tracker.reset();
   // One real batch, drawn before anything else and reused by every step: the memory a probe
@@ -40,7 +41,9 @@ Probe TrainingProbe::run(std::int64_t batch) {
     for (const auto& t : step.trainable_parameters()) bytes += t.numel() * static_cast<std::int64_t>(t.element_size());
     buckets = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(o.device));
   }
+  setup_seconds = std::chrono::duration<double>(Clock::now() - t_setup).count();
   std::vector<double> times;
+  double first_step = 0;
   const auto sync = [&] {
     if (o.device.is_cuda()) torch::cuda::synchronize(o.device.index() < 0 ? 0 : o.device.index());
   };
@@ -48,7 +51,9 @@ Probe TrainingProbe::run(std::int64_t batch) {
     const auto t0 = Clock::now();
     step.run(data, step.optimizer().options().lr, s);
     sync();
-    if (s >= o.warmup_steps) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s == 0) first_step = t;
+    if (s >= o.warmup_steps) times.push_back(t);
   }
   const auto profile = tracker.profile();
   Probe p;
@@ -56,6 +61,8 @@ Probe TrainingProbe::run(std::int64_t batch) {
   p.fits = true;
   p.peak_allocated = profile.peak_allocated;
   p.peak_reserved = profile.peak_reserved;
+  p.setup_seconds = setup_seconds;
+  p.first_step_seconds = first_step;
   std::sort(times.begin(), times.end());
   p.samples_per_s = times.empty() ? 0 : static_cast<double>(batch) / times[times.size() / 2];
   return p;
@@ -64,8 +71,9 @@ Probe TrainingProbe::run(std::int64_t batch) {
 Probe TrainingProbe::operator()(std::int64_t batch) {
   const auto t0 = Clock::now();
   Probe p;
+  double setup_seconds = 0;  // kept when the probe runs out of memory
   try {
-    p = run(batch);
+    p = run(batch, setup_seconds);
   } catch (const std::exception& e) {
     // Everything the failed probe made (network, optimiser, activations, loader) is out of scope here.
     if (!memory::is_oom(e)) throw;
@@ -74,6 +82,7 @@ Probe TrainingProbe::operator()(std::int64_t batch) {
     p.fits = false;
     const std::string what = e.what();
     p.error = what.substr(0, what.find('\n'));
+    p.setup_seconds = setup_seconds;
   }
   memory::recover_after_oom(options_.device);
   // cuBLAS/cuDNN keep their workspaces from the first probe on; after that, live memory must not grow.

@@ -20,6 +20,8 @@ struct Probe {
   std::uint64_t peak_reserved = 0;   ///< bytes; what the budget caps
   double samples_per_s = 0;          ///< median over the timed steps (fitting probes)
   double seconds = 0;                ///< wall time of the probe
+  double setup_seconds = 0;          ///< of which drawing the batch and building network + optimiser
+  double first_step_seconds = 0;     ///< of which the first step (cuDNN autotuning, lazy workspaces)
   std::string error;                 ///< the OOM message of a failing probe
 };
 

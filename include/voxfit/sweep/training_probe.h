@@ -39,7 +39,7 @@ class TrainingProbe {
   int leaks() const { return leaks_; }
 
  private:
-  Probe run(std::int64_t batch);
+  Probe run(std::int64_t batch, double& setup_seconds);  // sets setup_seconds before the steps
   std::shared_ptr<const data::CacheIndex> index_;
   ProbeOptions options_;
   std::uint64_t baseline_ = 0;
