@@ -1,6 +1,7 @@
 #include "voxfit/data/patch_loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -142,7 +143,7 @@ struct PatchLoader::State {
   std::int64_t next_to_make = 0, next_to_hand = 0;
   std::map<std::int64_t, Batch> ready;
   std::exception_ptr error;
-  bool stop = false;
+  std::atomic<bool> stop{false};  // written under m; also read between patches, without it
   LoaderStats stats;
   std::vector<std::thread> workers;
 
@@ -262,6 +263,9 @@ struct PatchLoader::State {
     batch.label = torch::empty({opt.batch_size, 1, p[0], p[1], p[2]}, options(torch::kInt64));
     torch::Tensor scratch_image, scratch_label;
     for (std::int64_t b = 0; b < opt.batch_size; ++b) {
+      // A loader being destroyed does not finish a batch nobody will take (a search probe draws one
+      // batch, and its loader would otherwise wait for a second one before it can go).
+      if (stop.load(std::memory_order_relaxed)) return {};
       const auto in_global_batch = static_cast<std::uint64_t>(opt.shard * opt.batch_size + b);
       Rng rng(splitmix64(batch_seed + splitmix64(in_global_batch + 1)));
       make_patch(batch, b, rng, counts, scratch_image, scratch_label);
@@ -284,6 +288,7 @@ struct PatchLoader::State {
         Batch batch = make_batch(mine, counts);
         const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         std::lock_guard<std::mutex> lock(m);
+        if (stop) return;  // abandoned part-way (or finished after the stop): nobody takes it
         ready.emplace(mine, std::move(batch));
         stats.worker_seconds += seconds;
         stats.oversampled_patches += counts.oversampled;
