@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <utility>
+#include <vector>
 #include <set>
 
 #include "voxfit/sweep/batch_search.h"
@@ -59,6 +63,63 @@ TEST(BatchSearch, CurvedMemoryStillEndsOnAnObservedBoundary) {
       EXPECT_LE(r.probes.size(), 9u) << cap;
     }
   }
+}
+
+// Peak reserved memory recorded by real H200 searches (UNETR / SwinUNETR, 96^3 fp16, expandable
+// segments; experiments/results/h200/memory/expandable): near the cap it flattens and even falls as
+// the batch grows, so a straight line through small batches lands short of the boundary. Between
+// recorded batches the replay interpolates; past the boundary everything runs out of memory.
+struct RecordedSearch {
+  const char* name;
+  std::uint64_t usable;
+  std::int64_t max_batch;
+  std::vector<std::pair<std::int64_t, double>> mib;  // batch -> peak reserved MiB
+};
+
+ProbeFn replay(const RecordedSearch& rec, std::set<std::int64_t>* seen) {
+  return [=](std::int64_t b) {
+    EXPECT_TRUE(seen->insert(b).second) << rec.name << ": batch " << b << " probed twice";
+    Probe p;
+    p.batch = b;
+    p.fits = b <= rec.max_batch;
+    if (!p.fits) return p;
+    const auto& m = rec.mib;
+    auto hi = std::lower_bound(m.begin(), m.end(), std::make_pair(b, 0.0));
+    double mib = 0;
+    if (hi != m.end() && hi->first == b) mib = hi->second;
+    else if (hi == m.begin()) mib = hi->second;
+    else if (hi == m.end()) mib = m.back().second;
+    else {
+      const auto lo = std::prev(hi);
+      mib = lo->second + (hi->second - lo->second) * static_cast<double>(b - lo->first) / static_cast<double>(hi->first - lo->first);
+    }
+    p.peak_reserved = p.peak_allocated = static_cast<std::uint64_t>(mib * 1048576.0);
+    p.samples_per_s = 1;
+    return p;
+  };
+}
+
+TEST(BatchSearch, RecordedH200MemoryCurvesFindTheirBoundaryInNineProbes) {
+  const std::vector<RecordedSearch> recorded{
+      {"unetr 24 GiB", 25043337216u, 29,
+       {{1, 2174}, {2, 3056}, {22, 20468}, {25, 23008}, {26, 23830}, {27, 23590}, {28, 23770}, {29, 23730}}},
+      {"unetr 48 GiB", 50813140992u, 61, {{1, 2174}, {2, 3076}, {46, 41132}, {54, 48114}, {55, 47954}, {61, 48394}}},
+      {"swin_unetr 24 GiB", 25043337216u, 10, {{1, 4604}, {2, 7722}, {6, 17440}, {8, 22690}, {9, 23652}, {10, 23772}}},
+      {"swin_unetr 48 GiB", 50722963456u, 22,
+       {{1, 3766}, {2, 6086}, {18, 46038}, {19, 48026}, {20, 47728}, {22, 48292}}}};
+  std::size_t total = 0;
+  for (const auto& rec : recorded) {
+    std::set<std::int64_t> seen;
+    SearchOptions o;
+    o.usable_bytes = rec.usable;
+    const auto r = find_max_batch(replay(rec, &seen), o);
+    EXPECT_EQ(r.max_batch, rec.max_batch) << rec.name;
+    EXPECT_EQ(r.first_failing, rec.max_batch + 1) << rec.name;
+    // The H200 searches took 10, 8, 7 and 8 probes with steps of a quarter past a flat fit.
+    EXPECT_LE(r.probes.size(), 9u) << rec.name;
+    total += r.probes.size();
+  }
+  EXPECT_LE(total, 31u) << "probes over the four recorded searches";
 }
 
 TEST(BatchSearch, NothingFitsAndTheCap) {
