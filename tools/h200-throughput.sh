@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU machine (issue 8, goal 1): training throughput of UNETR and SwinUNETR at batch 1, 2
 # and 4 (96^3, 14-class real CT at 1.5 mm, fp16 autocast, AdamW, DiceCE: MONAI's settings in
-# ../shared/reference/peers_h200.md), each a `voxfit train` run whose median step time over
-# STEPS steps (first log interval excluded by the trainer's warm-up) gives samples/s; the ratio to
-# MONAI's two published runs is printed beside it.
+# ../shared/reference/peers_h200.md), each a `voxfit train` run. samples/s is the trainer's median
+# over the steps, each step timed as the mean of its 10-step log window: the first window (cuDNN
+# autotuning) is one of four at 40 steps and does not move the median. The ratio to MONAI's two
+# published runs is printed beside it.
 # Needs build-cuda/voxfit and .shared-data. Logs go to $OUT; the table is printed last.
 #   STEPS    training steps per run (default 40)
 #   BATCHES  default "1 2 4"
