@@ -45,21 +45,6 @@ std::vector<memory::BudgetSpec> parse_budgets(const std::string& text) {
   return out;
 }
 
-// The command line without the options in `drop` (each with its value, also as --name=value).
-std::vector<std::string> without_options(const Args& args, const std::set<std::string>& drop) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const auto eq = args[i].find('=');
-    const std::string name = args[i].substr(0, eq);
-    if (drop.count(name)) {
-      if (eq == std::string::npos) ++i;
-      continue;
-    }
-    out.push_back(args[i]);
-  }
-  return out;
-}
-
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -103,6 +88,7 @@ int cmd_sweep(const Args& args) {
   add_model_options(spec);
   add_training_options(spec);
   add_device_options(spec);
+  add_isolate_options(spec);
   po::options_description g("Sweep grid (comma-separated lists)");
   g.add_options()
       ("output", po::value<std::string>()->value_name("DIR"), "where results go (required)")
@@ -200,6 +186,12 @@ int cmd_sweep(const Args& args) {
   o.max_batch = vm["max-batch"].as<int64_t>();
   o.throughput_table = !vm["no-throughput-table"].as<bool>();
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
+  // An isolated probe's own process: one probe of one point, its answer to --probe-output.
+  if (run_isolated_probe(vm, [&](std::int64_t batch) {
+        if (!vm.count("probe-point")) throw ConfigError("--probe-batch needs --probe-point KEY in voxfit sweep");
+        return sweep::run_sweep_probe(o, vm["probe-point"].as<std::string>(), batch);
+      }))
+    return 0;
   if (vm.count("shard")) std::tie(o.shard, o.shards) = parse_shard(vm["shard"].as<std::string>());
   const std::size_t points = sweep::grid_size(o.grid);
 
@@ -214,6 +206,15 @@ int cmd_sweep(const Args& args) {
       cmd.push_back(a);
     return cmd;
   };
+  if (vm["isolate"].as<bool>())
+    o.isolate = [&args, &o](const std::string& key) {
+      std::vector<std::string> cmd{"voxfit", "sweep"};
+      for (const auto& a : without_options(args, kDistributionOptions, {"--isolate"})) cmd.push_back(a);
+      for (const auto& a : {std::string("--dataset"), fs::absolute(o.cache_dir).string(), std::string("--output"),
+                            fs::absolute(o.output_dir).string(), std::string("--probe-point"), key})
+        cmd.push_back(a);
+      return isolated_probe(cmd, o.output_dir);
+    };
   if (vm.count("emit-slurm")) {
     const fs::path dir = fs::absolute(o.output_dir);
     fs::create_directories(dir / "logs");

@@ -16,25 +16,39 @@ namespace voxfit::cli {
 
 namespace {
 
-// --batch max: the search a sweep runs, on this run's exact settings, then train at its answer.
-int64_t max_batch_for(const train::TrainOptions& o, bool data_parallel) {
-  const auto plan = data::load_plan(o.cache_dir);
-  sweep::ProbeOptions p;
+// What a max-batch search on this run's exact settings probes: the plan, the training cases and
+// the probe settings.
+struct SearchSetup {
+  data::Plan plan;
+  std::shared_ptr<const data::CacheIndex> index;
+  sweep::ProbeOptions probe;
+};
+
+SearchSetup search_setup(const train::TrainOptions& o, bool data_parallel) {
+  SearchSetup s{data::load_plan(o.cache_dir), nullptr, {}};
+  sweep::ProbeOptions& p = s.probe;
   p.model = o.model;
   p.model_context = o.model_context;
-  p.model_context.in_channels = plan.channels();
-  p.model_context.num_classes = plan.num_classes();
+  p.model_context.in_channels = s.plan.channels();
+  p.model_context.num_classes = s.plan.num_classes();
   p.step = o.step;
   p.loader = o.loader;
   p.device = o.device;
   p.seed = o.seed;
   p.data_parallel = data_parallel;
-  const auto split = data::split_cases(plan.case_ids(), o.validation_fraction, o.seed + 12345);
-  const auto e = sweep::search_point(plan, data::CacheIndex::load(plan, split.train), p, o.budget, 4096, false);
-  std::printf("--batch max: %lld fits under %s, %lld does not (%d probes, %.1f s)\n",
+  const auto split = data::split_cases(s.plan.case_ids(), o.validation_fraction, o.seed + 12345);
+  s.index = data::CacheIndex::load(s.plan, split.train);
+  return s;
+}
+
+// --batch max: the search a sweep runs, on this run's exact settings, then train at its answer.
+int64_t max_batch_for(const train::TrainOptions& o, bool data_parallel, const sweep::IsolatedProbe& isolated) {
+  const SearchSetup s = search_setup(o, data_parallel);
+  const auto e = sweep::search_point(s.plan, s.index, s.probe, o.budget, 4096, false, isolated);
+  std::printf("--batch max: %lld fits under %s, %lld does not (%d probes, %.1f s%s)\n",
               static_cast<long long>(e["max_batch"].get<int64_t>()), o.budget.label().c_str(),
               static_cast<long long>(e["first_failing"].get<int64_t>()), e["probes"].get<int>(),
-              e["seconds"].get<double>());
+              e["seconds"].get<double>(), isolated ? ", each probe in its own process" : "");
   if (e["max_batch"].get<int64_t>() < 1) throw BudgetError("--batch max: not even batch 1 trains under " + o.budget.label());
   return e["max_batch"].get<int64_t>();
 }
@@ -59,14 +73,7 @@ void check_patch_fits_cases(const data::Plan& plan, const std::vector<int64_t>& 
 // The command line a spawned rank runs: this one without --nproc.
 std::vector<std::string> rank_command(const Args& args) {
   std::vector<std::string> out{"voxfit", "train"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--nproc") {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind("--nproc=", 0) == 0) continue;
-    out.push_back(args[i]);
-  }
+  for (const auto& a : without_options(args, {"--nproc"})) out.push_back(a);
   return out;
 }
 
@@ -79,6 +86,8 @@ int cmd_train(const Args& args) {
   add_model_options(spec);
   add_training_options(spec);
   add_device_options(spec);
+  add_isolate_options(spec);
+  spec.hidden.add_options()("probe-data-parallel", po::bool_switch());
   po::options_description r("Run");
   r.add_options()
       ("output", po::value<std::string>()->value_name("RUN_DIR"), "the run folder (required)")
@@ -105,6 +114,8 @@ int cmd_train(const Args& args) {
   if (!parse_command(spec, args, vm)) return 0;
   if (!vm.count("model")) throw ConfigError("voxfit train: --model is required (voxfit models lists them)");
   if (!vm.count("output")) throw ConfigError("voxfit train: --output RUN_DIR is required");
+  if (vm["isolate"].as<bool>() && vm["batch"].as<std::string>() != "max")
+    throw ConfigError("--isolate: only a --batch max search has probes to isolate");
 
   const dist::RankInfo rank = dist::rank_from_environment();
   const int nproc = vm["nproc"].as<int>();
@@ -136,8 +147,26 @@ int cmd_train(const Args& args) {
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
   if (comm && comm->rank() == 0) comm->barrier();
   check_patch_fits_cases(data::load_plan(o.cache_dir), o.model_context.patch);
+  // An isolated probe's own process: one probe of the search, its answer to --probe-output.
+  if (run_isolated_probe(vm, [&](std::int64_t b) {
+        const SearchSetup s = search_setup(o, vm["probe-data-parallel"].as<bool>());
+        return sweep::run_probe_here(s.index, s.probe, o.budget, b);
+      }))
+    return 0;
   if (batch == "max") {
-    o.batch = max_batch_for(o, comm != nullptr);
+    sweep::IsolatedProbe isolated;
+    if (vm["isolate"].as<bool>()) {
+      // This command line on the prepared cache and this rank's device, as a plain process.
+      std::vector<std::string> cmd{"voxfit", "train"};
+      for (const auto& a : without_options(args, {"--nproc", "--dataset", "--cache", "--device"}, {"--isolate"}))
+        cmd.push_back(a);
+      for (const auto& a : {std::string("--dataset"), std::filesystem::absolute(o.cache_dir).string(),
+                            std::string("--device"), o.device.str()})
+        cmd.push_back(a);
+      if (comm) cmd.push_back("--probe-data-parallel");
+      isolated = isolated_probe(cmd, o.output_dir);
+    }
+    o.batch = max_batch_for(o, comm != nullptr, isolated);
     if (comm) o.batch = static_cast<int64_t>(-comm->max(-static_cast<double>(o.batch)));  // the smallest card's
   } else {
     try {

@@ -94,8 +94,10 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
       "config", po::value<std::string>()->value_name("FILE.ini"),
       "read options from an .ini file (the command line wins)")(
       "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp);
+  po::options_description visible;
+  visible.add(spec.options).add(generic);
   po::options_description all;
-  all.add(spec.options).add(generic);
+  all.add(visible).add(spec.hidden);
 
   const std::string where = "voxfit " + spec.name;
   for (const auto& a : args) refuse_placeholders(a, where);
@@ -105,7 +107,7 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     throw ConfigError(where + ": " + e.what() + " (see 'voxfit " + spec.name + " --help')");
   }
   if (vm.count("help")) {
-    std::cout << "usage: " << spec.usage << "\n\n" << spec.summary << "\n\n" << all << std::flush;
+    std::cout << "usage: " << spec.usage << "\n\n" << spec.summary << "\n\n" << visible << std::flush;
     return false;
   }
   // Where --threads came from, for its range check's message.
@@ -131,6 +133,22 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     throw ConfigError(threads_from + ": --threads must be in 0.." + std::to_string(kMaxThreads));
   configure_threads(threads);
   return true;
+}
+
+std::vector<std::string> without_options(const std::vector<std::string>& args, const std::set<std::string>& drop,
+                                         const std::set<std::string>& drop_switches) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto eq = args[i].find('=');
+    const std::string name = args[i].substr(0, eq);
+    if (drop_switches.count(name)) continue;
+    if (drop.count(name)) {
+      if (eq == std::string::npos) ++i;
+      continue;
+    }
+    out.push_back(args[i]);
+  }
+  return out;
 }
 
 }  // namespace voxfit::cli

@@ -1,10 +1,16 @@
 #include "voxfit/cli/train_options.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
 #include <iostream>
 
+#include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/data/preprocess.h"
+#include "voxfit/dist/launch.h"
 #include "voxfit/io/dataset.h"
 #include "voxfit/memory/card_table.h"
 
@@ -118,6 +124,59 @@ fs::path prepared_cache(const po::variables_map& vm, const fs::path& default_cac
   std::cout << "cache " << cache.string() << ": " << (result.up_to_date ? "up to date" : "prepared") << " ("
             << result.plan.cases.size() << " cases, " << result.plan.num_classes() << " classes)\n";
   return cache;
+}
+
+void add_isolate_options(CommandSpec& spec) {
+  spec.options.add_options()(
+      "isolate", po::bool_switch(),
+      "run every probe of the max-batch search in a fresh voxfit process (nothing of one probe's allocator, "
+      "cuDNN state or CUDA errors reaches the next; slower by a process start per probe)");
+  spec.hidden.add_options()("probe-batch", po::value<std::int64_t>())("probe-output", po::value<std::string>())(
+      "probe-point", po::value<std::string>());
+}
+
+sweep::IsolatedProbe isolated_probe(std::vector<std::string> command, std::filesystem::path scratch) {
+  return [command = std::move(command), scratch = std::move(scratch)](std::int64_t batch) {
+    static std::atomic<int> count{0};
+    const std::filesystem::path file =
+        scratch / (".probe-" + std::to_string(::getpid()) + "-" + std::to_string(count++) + ".json");
+    auto cmd = command;
+    for (const auto& a : {std::string("--probe-batch"), std::to_string(batch), std::string("--probe-output"), file.string()})
+      cmd.push_back(a);
+    std::filesystem::create_directories(scratch);
+    std::fflush(stdout);
+    // A probe process is never a rank of a data-parallel job, even when its parent is one.
+    const int rc = dist::run_processes({cmd}, [](int) {
+      for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                            "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"})
+        ::unsetenv(v);
+    });
+    nlohmann::json out;
+    {
+      std::ifstream in(file);
+      if (in) out = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    }
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+    const std::string what = "isolated probe at batch " + std::to_string(batch);
+    if (rc != 0) throw Error(what + ": its process failed (exit status " + std::to_string(rc) + ")");
+    if (!out.is_object()) throw Error(what + ": its process wrote no result to " + file.string());
+    if (out.contains("unsupported")) throw UnsupportedError(out["unsupported"].get<std::string>());
+    return out;
+  };
+}
+
+bool run_isolated_probe(const po::variables_map& vm, const std::function<nlohmann::json(std::int64_t batch)>& probe) {
+  if (!vm.count("probe-batch")) return false;
+  if (!vm.count("probe-output")) throw ConfigError("--probe-batch needs --probe-output FILE");
+  nlohmann::json out;
+  try {
+    out = probe(vm["probe-batch"].as<std::int64_t>());
+  } catch (const UnsupportedError& e) {
+    out = {{"unsupported", e.what()}};
+  }
+  write_file_atomic(vm["probe-output"].as<std::string>(), out.dump() + "\n");
+  return true;
 }
 
 }  // namespace voxfit::cli

@@ -127,4 +127,21 @@ nlohmann::json to_json(const Probe& p) {
   return j;
 }
 
+Probe probe_from_json(const nlohmann::json& j) {
+  Probe p;
+  p.batch = j.at("batch").get<std::int64_t>();
+  p.fits = j.at("fits").get<bool>();
+  p.seconds = j.at("seconds").get<double>();
+  p.setup_seconds = j.value("setup_seconds", 0.0);
+  if (p.fits) {
+    p.first_step_seconds = j.value("first_step_seconds", 0.0);
+    p.peak_allocated = j.at("peak_allocated_bytes").get<std::uint64_t>();
+    p.peak_reserved = j.at("peak_reserved_bytes").get<std::uint64_t>();
+    p.samples_per_s = j.at("samples_per_s").get<double>();
+  } else {
+    p.error = j.value("error", "");
+  }
+  return p;
+}
+
 }  // namespace voxfit::sweep

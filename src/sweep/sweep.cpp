@@ -1,9 +1,11 @@
 #include "voxfit/sweep/sweep.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -46,15 +48,34 @@ std::string point_key(const std::string& model, const std::vector<std::int64_t>&
 }
 
 json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
-                  const memory::BudgetSpec& budget, std::int64_t max_batch, bool throughput_table) {
+                  const memory::BudgetSpec& budget, std::int64_t max_batch, bool throughput_table,
+                  const IsolatedProbe& isolated) {
   if (budget.kind == memory::BudgetKind::None)
     throw ConfigError("a max-batch search needs a budget (--vram SIZE or --card ID)");
-  memory::ScopedBudget scoped(budget, probe.device);
-  TrainingProbe prober(std::move(index), probe);
+  // In this process: the budget installed here and one TrainingProbe for every probe. Isolated:
+  // each probe's own process installs the budget (it alone touches the device) and reports it.
+  std::optional<memory::ScopedBudget> scoped;
+  std::optional<TrainingProbe> in_process;
+  ProbeFn prober;
+  json budget_report;
+  if (isolated) {
+    budget_report = isolated(0).at("budget_report");
+    prober = [&isolated](std::int64_t b) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Probe p = probe_from_json(isolated(b).at("probe"));
+      p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // with the start-up
+      return p;
+    };
+  } else {
+    scoped.emplace(budget, probe.device);
+    in_process.emplace(std::move(index), probe);
+    budget_report = scoped->report().to_json();
+    prober = std::ref(*in_process);
+  }
   SearchOptions so;
-  so.usable_bytes = scoped.report().usable_bytes;
+  so.usable_bytes = budget_report.at("usable_bytes").get<std::uint64_t>();
   so.max_batch = max_batch;
-  SearchResult r = find_max_batch(std::ref(prober), so);
+  SearchResult r = find_max_batch(prober, so);
   const int search_probes = static_cast<int>(r.probes.size());
 
   std::vector<Probe> timed = r.probes;
@@ -91,7 +112,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"attention", models::to_string(probe.model_context.attention)},
           {"channels_last", probe.model_context.channels_last},
           {"budget", budget.label()},
-          {"budget_report", scoped.report().to_json()},
+          {"budget_report", budget_report},
           {"allocator", memory::cuda_allocator_settings()},
           {"dataset", plan.dataset_name},
           {"max_batch", r.max_batch},
@@ -104,7 +125,8 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"knee_batch", knee_batch(timed)},
           {"fit", {{"static_bytes", r.fit.static_bytes}, {"per_sample_bytes", r.fit.per_sample_bytes}}},
           {"fit_error_at_max", measured_peak > 0 ? (predicted_peak - measured_peak) / measured_peak : 0.0},
-          {"leaks", prober.leaks()},
+          {"leaks", in_process ? in_process->leaks() : 0},
+          {"isolated", static_cast<bool>(isolated)},
           {"probe_log", probes},
           {"throughput", throughput}};
 }
@@ -124,6 +146,57 @@ std::vector<json> read_journal(const fs::path& file) {
   return out;
 }
 
+json run_probe_here(std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
+                    const memory::BudgetSpec& budget, std::int64_t batch) {
+  memory::ScopedBudget scoped(budget, probe.device);
+  json out{{"budget_report", scoped.report().to_json()}};
+  if (batch >= 1) out["probe"] = to_json(TrainingProbe(std::move(index), probe)(batch));
+  return out;
+}
+
+namespace {
+
+// The probe settings of one grid point: the sweep's, with this point's network, patch, precision
+// and checkpointing, the plan's channels and classes, and each network's own optimiser.
+ProbeOptions point_probe(const SweepOptions& o, const data::Plan& plan, const std::string& model,
+                         const std::vector<std::int64_t>& patch, train::Precision precision,
+                         models::CheckpointMode checkpoint) {
+  ProbeOptions p = o.probe;
+  p.model = model;
+  p.model_context.patch = patch;
+  p.model_context.checkpoint = checkpoint;
+  p.model_context.in_channels = plan.channels();
+  p.model_context.num_classes = plan.num_classes();
+  p.model_context.params.clear();
+  const auto params = o.model_params.find(model);
+  if (params != o.model_params.end()) p.model_context.params = params->second;
+  p.step.precision = precision;
+  p.step.optimizer = train::OptimizerOptions::defaults_for(model == "unet3d" ? train::OptimizerKind::kSgd
+                                                                               : train::OptimizerKind::kAdamW);
+  return p;
+}
+
+// The cases a sweep's probes draw from: the training part of the split `voxfit train` makes.
+std::shared_ptr<const data::CacheIndex> training_cases(const data::Plan& plan, const SweepOptions& o) {
+  const auto split = data::split_cases(plan.case_ids(), 0.2, o.probe.seed + 12345);
+  return data::CacheIndex::load(plan, split.train);
+}
+
+}  // namespace
+
+json run_sweep_probe(const SweepOptions& o, const std::string& key, std::int64_t batch) {
+  const data::Plan plan = data::load_plan(o.cache_dir);
+  for (const auto& model : o.grid.models)
+    for (const auto& patch : o.grid.patches)
+      for (const auto precision : o.grid.precisions)
+        for (const auto checkpoint : o.grid.checkpointing)
+          for (const auto& budget : o.grid.budgets)
+            if (point_key(model, patch, precision, checkpoint, budget) == key)
+              return run_probe_here(training_cases(plan, o), point_probe(o, plan, model, patch, precision, checkpoint),
+                                    budget, batch);
+  throw ConfigError("sweep probe: the grid has no point '" + key + "'");
+}
+
 void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on_point) {
   if (o.grid.budgets.empty()) throw ConfigError("sweep: no budgets (--budgets rtx3090,a40 or sizes like 24GiB)");
   fs::create_directories(o.output_dir);
@@ -132,8 +205,7 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
   for (const auto& e : read_journal(journal)) done.insert(e.value("key", ""));
 
   const data::Plan plan = data::load_plan(o.cache_dir);
-  const auto split = data::split_cases(plan.case_ids(), 0.2, o.probe.seed + 12345);
-  const auto index = data::CacheIndex::load(plan, split.train);
+  const auto index = training_cases(plan, o);
   if (o.shards < 1 || o.shard >= o.shards)
     throw ConfigError("sweep shard " + std::to_string(o.shard) + "/" + std::to_string(o.shards) + ": out of range");
   std::size_t point = 0;
@@ -145,21 +217,11 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
             if (point++ % o.shards != o.shard) continue;
             const std::string key = point_key(model, patch, precision, checkpoint, budget);
             if (done.count(key)) continue;
-            ProbeOptions p = o.probe;
-            p.model = model;
-            p.model_context.patch = patch;
-            p.model_context.checkpoint = checkpoint;
-            p.model_context.in_channels = plan.channels();
-            p.model_context.num_classes = plan.num_classes();
-            p.model_context.params.clear();
-            const auto params = o.model_params.find(model);
-            if (params != o.model_params.end()) p.model_context.params = params->second;
-            p.step.precision = precision;
-            p.step.optimizer = train::OptimizerOptions::defaults_for(model == "unet3d" ? train::OptimizerKind::kSgd
-                                                                                         : train::OptimizerKind::kAdamW);
+            const ProbeOptions p = point_probe(o, plan, model, patch, precision, checkpoint);
             json entry;
             try {
-              entry = search_point(plan, index, p, budget, o.max_batch, o.throughput_table);
+              entry = search_point(plan, index, p, budget, o.max_batch, o.throughput_table,
+                                   o.isolate ? o.isolate(key) : IsolatedProbe{});
             } catch (const UnsupportedError& e) {
               entry = {{"key", key}, {"model", model}, {"patch", patch_text(patch)},
                        {"precision", train::to_string(precision)}, {"checkpoint", models::to_string(checkpoint)},

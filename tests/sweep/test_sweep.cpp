@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "support/test_support.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
@@ -124,6 +126,45 @@ TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {
                        (dir() / "x").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("budget"), std::string::npos) << r.err;
+}
+
+TEST_F(Sweep, IsolatedProbesRunInTheirOwnProcessesAndFindTheSameBoundary) {
+  const std::string common = "sweep --device cpu --dataset " + test::prepared_ct_cache().string() +
+                             " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
+                             " --budgets 256MiB --warmup-steps 1 --timed-steps 2 --no-throughput-table --output ";
+  const auto here = test::run_voxfit(common + (dir() / "here").string());
+  ASSERT_EQ(here.exit_code, 0) << here.err;
+  const auto isolated = test::run_voxfit(common + (dir() / "isolated").string() + " --isolate");
+  ASSERT_EQ(isolated.exit_code, 0) << isolated.err;
+  const auto first = [](const fs::path& journal) {
+    std::ifstream in(journal);
+    std::string line;
+    std::getline(in, line);
+    return nlohmann::json::parse(line);
+  };
+  const auto a = first(dir() / "here" / "results.jsonl"), b = first(dir() / "isolated" / "results.jsonl");
+  EXPECT_FALSE(a["isolated"].get<bool>());
+  EXPECT_TRUE(b["isolated"].get<bool>());
+  ASSERT_GT(b["max_batch"].get<std::int64_t>(), 2) << b.dump(2);
+  EXPECT_EQ(b["max_batch"], a["max_batch"]);
+  EXPECT_EQ(b["first_failing"], a["first_failing"]);
+  EXPECT_EQ(b["budget_report"]["usable_bytes"], a["budget_report"]["usable_bytes"]);
+  // The same probes, each measured in a fresh process: CPU memory is deterministic, so the peaks
+  // match the in-process ones byte for byte.
+  ASSERT_EQ(b["probe_log"].size(), a["probe_log"].size());
+  for (std::size_t i = 0; i < a["probe_log"].size(); ++i) {
+    EXPECT_EQ(b["probe_log"][i]["batch"], a["probe_log"][i]["batch"]);
+    EXPECT_EQ(b["probe_log"][i]["fits"], a["probe_log"][i]["fits"]);
+    EXPECT_EQ(b["probe_log"][i].value("peak_reserved_bytes", 0), a["probe_log"][i].value("peak_reserved_bytes", 0));
+    EXPECT_GT(b["probe_log"][i]["seconds"].get<double>(), 0);
+  }
+  for (const auto& e : fs::directory_iterator(dir() / "isolated"))
+    EXPECT_EQ(e.path().filename().string().rfind(".probe-", 0), std::string::npos) << "left behind: " << e.path();
+
+  const auto refused = test::run_voxfit("train --device cpu --dataset " + test::prepared_ct_cache().string() +
+                                        " --model unet3d --batch 2 --isolate --output " + (dir() / "run").string());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--isolate"), std::string::npos) << refused.err;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // over the file), --threads, and errors turned into one-line ConfigErrors.
 #include <boost/program_options.hpp>
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@ struct CommandSpec {
   std::string usage;    ///< "voxfit train --dataset D --model M [options]"
   std::string summary;  ///< one sentence, printed under the usage line
   po::options_description options{"Options"};
+  po::options_description hidden{"Internal"};  ///< parsed, not listed by --help (a child process's own)
   po::positional_options_description positional;
 };
 
@@ -26,6 +28,12 @@ struct CommandSpec {
 /// stdout). A config file may hold keys at top level or in a [section] named after the command
 /// (spaces as dots: [data.check]); sections of other commands are ignored, unknown keys are errors.
 bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::variables_map& vm);
+
+/// `args` without the options in `drop` (each with its value, also as --name=value) and the
+/// switches in `drop_switches` (no value): the command line a child process runs, before adding
+/// its own values for those options.
+std::vector<std::string> without_options(const std::vector<std::string>& args, const std::set<std::string>& drop,
+                                         const std::set<std::string>& drop_switches = {});
 
 /// The threads option every command takes, applied by parse_command.
 inline constexpr const char* kThreadsHelp =

@@ -62,5 +62,7 @@ SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& options);
 std::int64_t knee_batch(const std::vector<Probe>& probes, double fraction = 0.95);
 
 nlohmann::json to_json(const Probe& p);
+/// The inverse of to_json (an isolated probe's answer); throws nlohmann::json's errors on a bad one.
+Probe probe_from_json(const nlohmann::json& j);
 
 }  // namespace voxfit::sweep

@@ -22,6 +22,11 @@ struct SweepGrid {
   std::vector<memory::BudgetSpec> budgets;  ///< at least one
 };
 
+/// One probe of a search run somewhere else (`--isolate`: a fresh voxfit process per probe, so no
+/// allocator state, cuDNN cache or CUDA error carries over). Given a batch it returns what
+/// run_probe_here() returned there; batch 0 asks only for the budget's report.
+using IsolatedProbe = std::function<nlohmann::json(std::int64_t batch)>;
+
 struct SweepOptions {
   std::filesystem::path cache_dir;
   std::filesystem::path output_dir;
@@ -36,6 +41,9 @@ struct SweepOptions {
   /// processes (a Slurm array task, a local GPU) whose journals merge_journals() joins.
   std::size_t shard = 0;
   std::size_t shards = 1;
+  /// Set: every probe of the point with this key runs through the returned IsolatedProbe
+  /// (the CLI's --isolate); empty: probes run in this process.
+  std::function<IsolatedProbe(const std::string& key)> isolate;
 };
 
 /// Points in the grid.
@@ -49,10 +57,21 @@ std::string point_key(const std::string& model, const std::vector<std::int64_t>&
 /// `on_point` (if set) sees each new journal entry.
 void run_sweep(const SweepOptions& options, const std::function<void(const nlohmann::json&)>& on_point = {});
 
-/// One search on the current settings (used by the sweep and by `voxfit train --batch max`).
+/// One search on the current settings (used by the sweep and by `voxfit train --batch max`). With
+/// `isolated` set, every probe runs through it and this process installs no budget.
 nlohmann::json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index,
                             const ProbeOptions& probe, const memory::BudgetSpec& budget, std::int64_t max_batch,
-                            bool throughput_table);
+                            bool throughput_table, const IsolatedProbe& isolated = {});
+
+/// What the process of an isolated probe does: installs the budget and returns
+/// {"budget_report": ...}, plus {"probe": ...} (batch_search's to_json) when batch >= 1, after one
+/// TrainingProbe at that batch (running out of memory is a result, fits = false).
+nlohmann::json run_probe_here(std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
+                              const memory::BudgetSpec& budget, std::int64_t batch);
+
+/// run_probe_here() for the grid point of `options` whose journal key is `key` (the process of a
+/// sweep's isolated probe). Throws ConfigError when the grid has no such point.
+nlohmann::json run_sweep_probe(const SweepOptions& options, const std::string& key, std::int64_t batch);
 
 /// Journal entries in file order; a truncated last line (a crash mid-write) is skipped.
 std::vector<nlohmann::json> read_journal(const std::filesystem::path& file);
