@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/host_memory.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/io/h5_file.h"
 
@@ -274,6 +275,8 @@ struct PatchLoader::State {
   }
 
   void work() {
+    // The batches are host memory (pinned on CUDA): a CPU budget emulating a card does not charge them.
+    const HostMemoryScope host;
     for (;;) {
       std::int64_t mine;
       {

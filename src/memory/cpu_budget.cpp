@@ -9,6 +9,7 @@
 #include <new>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/host_memory.h"
 #include "voxfit/core/units.h"
 
 namespace voxfit::memory {
@@ -114,8 +115,9 @@ class CappedCpuAllocator final : public c10::Allocator {
   c10::DataPtr allocate_counted(size_t n) const {
     c10::Allocator* previous = previous_.load();
     // A storage made under a budget keeps this allocator after the budget ends (resize_); such
-    // calls are served uncounted, with the same layout so that the raw interface holds.
-    auto state = std::atomic_load(&state_);
+    // calls are served uncounted, with the same layout so that the raw interface holds. So is the
+    // host memory of the emulated GPU system (a HostMemoryScope: the loader's batches).
+    auto state = in_host_memory_scope() ? nullptr : std::atomic_load(&state_);
     if (n == 0) return c10::DataPtr(nullptr, nullptr, &delete_tracked, c10::Device(c10::DeviceType::CPU));
     if (state && !state->try_reserve(n)) {
       state->ooms.fetch_add(1, std::memory_order_relaxed);

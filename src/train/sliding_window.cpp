@@ -3,9 +3,13 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/host_memory.h"
+#include "voxfit/memory/oom.h"
 
 namespace voxfit::train {
 
@@ -50,6 +54,16 @@ torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsF
   if (o.window_batch < 1) throw ConfigError("--window-batch must be >= 1");
   torch::NoGradGuard no_grad;
 
+  // Where the volume-sized tensors live, and where the windows run.
+  const torch::Device device = o.host_aggregation ? torch::Device(torch::kCPU) : image.device();
+  const torch::Device window_device = o.host_aggregation ? o.window_device : image.device();
+  // Volume-sized host buffers are host memory, also when a CPU budget emulates the card.
+  const auto volume_sized = [&](const std::function<torch::Tensor()>& make) {
+    std::optional<HostMemoryScope> host;
+    if (o.host_aggregation) host.emplace();
+    return make();
+  };
+
   // Pad each axis up to the window, symmetrically, and remember the crop.
   std::vector<int64_t> pad;  // F::pad order: last axis first
   std::vector<int64_t> lo(3), size(3);
@@ -60,13 +74,14 @@ torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsF
     pad.push_back(lo[d]);
     pad.push_back(missing - lo[d]);
   }
-  const auto padded = F::pad(image.unsqueeze(0), F::PadFuncOptions(pad)).squeeze(0);
+  const auto padded =
+      volume_sized([&] { return F::pad(image.to(device).unsqueeze(0), F::PadFuncOptions(pad)).squeeze(0); });
   for (int d = 0; d < 3; ++d) size[d] = padded.size(d + 1);
 
-  const auto device = image.device();
   const auto weight = o.gaussian ? gaussian_importance(o.patch, device)
                                  : torch::ones(o.patch, torch::TensorOptions().device(device));
-  torch::Tensor logits_sum, weight_sum = torch::zeros(size, torch::TensorOptions().device(device));
+  torch::Tensor logits_sum,
+      weight_sum = volume_sized([&] { return torch::zeros(size, torch::TensorOptions().device(device)); });
 
   std::vector<std::array<int64_t, 3>> windows;
   for (auto z : window_starts(size[0], o.patch[0], o.overlap))
@@ -80,9 +95,9 @@ torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsF
       const auto& s = windows[w];
       crops.push_back(padded.narrow(1, s[0], o.patch[0]).narrow(2, s[1], o.patch[1]).narrow(3, s[2], o.patch[2]));
     }
-    const auto out = net(torch::stack(crops)).to(torch::kFloat);
+    const auto out = net(torch::stack(crops).to(window_device)).to(device, torch::kFloat);
     if (!logits_sum.defined())
-      logits_sum = torch::zeros({out.size(1), size[0], size[1], size[2]}, out.options());
+      logits_sum = volume_sized([&] { return torch::zeros({out.size(1), size[0], size[1], size[2]}, out.options()); });
     for (std::size_t w = first; w < last; ++w) {
       const auto& s = windows[w];
       logits_sum.narrow(1, s[0], o.patch[0]).narrow(2, s[1], o.patch[1]).narrow(3, s[2], o.patch[2])
@@ -90,8 +105,22 @@ torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsF
       weight_sum.narrow(0, s[0], o.patch[0]).narrow(1, s[1], o.patch[1]).narrow(2, s[2], o.patch[2]).add_(weight);
     }
   }
-  const auto result = logits_sum / weight_sum.unsqueeze(0);
+  const auto result = logits_sum.div_(weight_sum.unsqueeze(0));  // in place: no second volume
   return result.narrow(1, lo[0], image.size(1)).narrow(2, lo[1], image.size(2)).narrow(3, lo[2], image.size(3));
+}
+
+torch::Tensor sliding_window_inference_on(const torch::Tensor& image, torch::Device device, const LogitsFn& net,
+                                          SlidingWindowOptions o) {
+  try {
+    o.host_aggregation = false;
+    return sliding_window_inference(image.to(device), net, o);
+  } catch (const std::exception& e) {
+    if (!memory::is_oom(e)) throw;
+  }
+  memory::recover_after_oom(device);  // nothing of the first attempt is alive here
+  o.host_aggregation = true;
+  o.window_device = device;
+  return sliding_window_inference(image, net, o);
 }
 
 std::vector<double> dice_per_class(const torch::Tensor& prediction, const torch::Tensor& truth, int64_t classes) {

@@ -48,8 +48,12 @@ TrainStep::TrainStep(models::Network network, torch::Device device, StepOptions 
 
 StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t index) {
   network_->train();
-  data::Batch batch{host_batch.image.to(device_, /*non_blocking=*/true),
-                    host_batch.label.to(device_, /*non_blocking=*/true)};
+  // The batch's copy on the device. On the CPU a copy as well: the loader's batch is host memory
+  // there too, and the copy is what a CPU budget charges, as a GPU's memory holds it.
+  data::Batch batch = device_.is_cpu()
+                          ? data::Batch{host_batch.image.clone(), host_batch.label.clone()}
+                          : data::Batch{host_batch.image.to(device_, /*non_blocking=*/true),
+                                        host_batch.label.to(device_, /*non_blocking=*/true)};
   if (options_.spatial_augment)
     data::augment_spatial(batch, *options_.spatial_augment,
                           options_.seed * 1000003ull + static_cast<std::uint64_t>(index));

@@ -83,8 +83,8 @@ std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std:
   std::vector<int> count(sum.size(), 0);
   for (const auto& id : case_ids) {
     const auto c = data::read_case(plan, id);
-    const auto logits = sliding_window_inference(
-        c.image.to(step.device()), [&](const torch::Tensor& x) { return step.infer(x); }, sw);
+    const auto logits =
+        sliding_window_inference_on(c.image, step.device(), [&](const torch::Tensor& x) { return step.infer(x); }, sw);
     const auto dice = dice_per_class(logits.argmax(0).cpu(), c.label, plan.num_classes());
     for (size_t k = 0; k < dice.size(); ++k)
       if (!std::isnan(dice[k])) {

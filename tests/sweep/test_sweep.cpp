@@ -167,5 +167,26 @@ TEST_F(Sweep, IsolatedProbesRunInTheirOwnProcessesAndFindTheSameBoundary) {
   EXPECT_NE(refused.err.find("--isolate"), std::string::npos) << refused.err;
 }
 
+TEST_F(Sweep, TrainBatchMaxThenTrainsAtTheBatchItFound) {
+  // The run at the search's answer, validation included, must fit the same budget: the loader's
+  // prefetched batches are host memory (not charged), the step's copy of its batch is charged,
+  // and validation sums a whole volume's logits in host memory when they do not fit.
+  for (const std::string isolate : {"", " --isolate"}) {
+    const fs::path run = dir() / ("run" + std::to_string(isolate.size()));
+    const auto r = test::run_voxfit("train --device cpu --threads 1 --dataset " + test::prepared_ct_cache().string() +
+                                    " --model unet3d --patch 16,32,32 --stages 3 --base-features 4 --max-features 16"
+                                    " --vram 256MiB --batch max --steps 2 --loader-threads 2 --output " +
+                                    run.string() + isolate);
+    ASSERT_EQ(r.exit_code, 0) << isolate << "\n" << r.out << r.err;
+    const auto at = r.out.find("--batch max: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::int64_t b = std::stoll(r.out.substr(at + 13));
+    EXPECT_GT(b, 2) << r.out;
+    EXPECT_NE(r.out.find("trained 2 steps"), std::string::npos) << r.out;
+    std::ifstream config(run / "config.json");
+    EXPECT_EQ(nlohmann::json::parse(config).at("batch").get<std::int64_t>(), b);
+  }
+}
+
 }  // namespace
 }  // namespace voxfit::sweep

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "voxfit/memory/budget.h"
+#include "voxfit/memory/oom.h"
 #include "voxfit/train/sliding_window.h"
 
 namespace voxfit::train {
@@ -39,6 +41,29 @@ TEST(SlidingWindow, OverlappingWindowsOfAPointwiseNetEqualTheDirectForward) {
   SlidingWindowOptions big;  // a window larger than the volume: padded, then cropped back
   big.patch = {16, 16, 24};
   EXPECT_TRUE(torch::allclose(sliding_window_inference(image, fn, big), direct, 1e-5, 1e-6));
+}
+
+TEST(SlidingWindow, LogitsTooLargeForTheBudgetAreSummedInHostMemory) {
+  // 16 classes on a 40^3 volume: 4 MB of summed logits, under a 3 MiB budget that the windows
+  // (16^3, two at a time) fit in easily. nnU-Net's fallback: sum in host memory.
+  torch::manual_seed(0);
+  torch::nn::Conv3d net(torch::nn::Conv3dOptions(1, 16, 3).padding(1));
+  const auto image = torch::randn({1, 40, 40, 40});
+  const auto fn = [&](const torch::Tensor& x) { return net->forward(x); };
+  SlidingWindowOptions o;
+  o.patch = {16, 16, 16};
+  const auto reference = sliding_window_inference(image, fn, o);
+
+  memory::BudgetSpec budget;
+  budget.kind = memory::BudgetKind::Size;
+  budget.visible_bytes = 3 * 1024 * 1024;
+  memory::ScopedBudget scoped(budget, torch::kCPU);
+  const auto baseline = memory::current_allocated_bytes(torch::kCPU);
+  EXPECT_THROW(sliding_window_inference(image, fn, o), c10::Error) << "the logits must not fit for this test";
+  memory::recover_after_oom(torch::kCPU);
+  const auto logits = sliding_window_inference_on(image, torch::kCPU, fn, o);
+  EXPECT_TRUE(torch::equal(logits, reference));
+  EXPECT_LE(memory::current_allocated_bytes(torch::kCPU), baseline) << "the host buffers are not charged";
 }
 
 TEST(SlidingWindow, GaussianIsPeakedAndHasNoZeros) {

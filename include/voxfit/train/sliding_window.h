@@ -13,6 +13,10 @@ struct SlidingWindowOptions {
   double overlap = 0.5;    ///< fraction of the window shared by neighbours, in [0, 1)
   int64_t window_batch = 2;  ///< windows per forward pass
   bool gaussian = true;    ///< importance weights peaked at the window centre (sigma = size/8)
+  /// Keep the padded image and the summed logits in host memory and run only the windows on
+  /// `window_device` (nnU-Net's fallback for volumes whose logits do not fit on the card).
+  bool host_aggregation = false;
+  torch::Device window_device = torch::kCPU;  ///< with host_aggregation: where the windows run
 };
 
 /// A network in eval mode: [N, C, d, h, w] -> logits [N, K, d, h, w].
@@ -22,7 +26,8 @@ using LogitsFn = std::function<torch::Tensor(const torch::Tensor&)>;
 torch::Tensor gaussian_importance(const std::vector<int64_t>& patch, torch::Device device);
 
 /// Logits [K, D, H, W] (float32) for `image` [C, D, H, W]; volumes smaller than the window are
-/// padded with zeros and the padding is cropped again. Windows run on the image's device.
+/// padded with zeros and the padding is cropped again. Windows run on the image's device (on
+/// o.window_device, the rest in host memory, with o.host_aggregation).
 torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsFn& net,
                                        const SlidingWindowOptions& o);
 
@@ -32,5 +37,11 @@ std::vector<double> dice_per_class(const torch::Tensor& prediction, const torch:
 
 /// Mean over the non-NaN entries; NaN if all are NaN.
 double nan_mean(const std::vector<double>& values);
+
+/// nnU-Net's policy: everything on `device`; when the volume-sized buffers run out of memory
+/// there, the allocator is emptied and the inference runs again with them in host memory and only
+/// the windows on `device`. `image` may be anywhere; the logits come back where they were summed.
+torch::Tensor sliding_window_inference_on(const torch::Tensor& image, torch::Device device, const LogitsFn& net,
+                                          SlidingWindowOptions o);
 
 }  // namespace voxfit::train
