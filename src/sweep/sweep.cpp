@@ -320,10 +320,16 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
       md << "\nBudgets on " << r.value("device", "?") << ": ";
       std::set<std::string> seen;
       for (const auto& f : entries)
-        if (f.contains("budget_report") && seen.insert(f["budget"].get<std::string>()).second)
-          md << f["budget"].get<std::string>() << " = " << format_bytes(f["budget_report"].value("usable_bytes", 0ull))
-             << " usable (CUDA-visible " << format_bytes(f["budget_report"].value("visible_bytes", 0ull))
-             << " - measured context " << format_bytes(f["budget_report"].value("overhead_bytes", 0ull)) << "); ";
+        if (f.contains("budget_report") && seen.insert(f["budget"].get<std::string>()).second) {
+          const json& b = f["budget_report"];
+          md << f["budget"].get<std::string>() << " = " << format_bytes(b.value("usable_bytes", 0ull)) << " usable";
+          if (b.value("device", "").rfind("cuda", 0) == 0)
+            md << " (CUDA-visible " << format_bytes(b.value("visible_bytes", 0ull)) << " - measured context "
+               << format_bytes(b.value("overhead_bytes", 0ull)) << ")";
+          else
+            md << " (voxfit's capped CPU allocator)";
+          md << "; ";
+        }
       md << "\n";
       break;
     }
