@@ -11,6 +11,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/host_memory.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
@@ -82,7 +83,10 @@ std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std:
   std::vector<double> sum(static_cast<size_t>(plan.num_classes() - 1), 0.0);
   std::vector<int> count(sum.size(), 0);
   for (const auto& id : case_ids) {
-    const auto c = data::read_case(plan, id);
+    const auto c = [&] {
+      const HostMemoryScope host;  // the case read from the cache is host memory, as on a GPU
+      return data::read_case(plan, id);
+    }();
     const auto logits =
         sliding_window_inference_on(c.image, step.device(), [&](const torch::Tensor& x) { return step.infer(x); }, sw);
     const auto dice = dice_per_class(logits.argmax(0).cpu(), c.label, plan.num_classes());
