@@ -195,25 +195,27 @@ int cmd_sweep(const Args& args) {
   if (vm.count("shard")) std::tie(o.shard, o.shards) = parse_shard(vm["shard"].as<std::string>());
   const std::size_t points = sweep::grid_size(o.grid);
 
-  // The commands other processes run: this one, on the prepared cache, without distribution options.
-  const auto point_command = [&](const std::string& shard, const std::string& output, bool keep_device = true) {
+  // The commands other processes run: this one on the prepared cache, without distribution
+  // options, with `extra` appended; `drop_switches` and (unless kept) --device are left out too.
+  const auto child_command = [&args, &o](const std::vector<std::string>& extra, bool keep_device = true,
+                                         const std::set<std::string>& drop_switches = {}) {
     std::vector<std::string> cmd{"voxfit", "sweep"};
     auto drop = kDistributionOptions;
     if (!keep_device) drop.insert("--device");
-    for (const auto& a : without_options(args, drop)) cmd.push_back(a);
-    for (const auto& a : {std::string("--dataset"), fs::absolute(o.cache_dir).string(), std::string("--shard"), shard,
-                          std::string("--output"), output})
-      cmd.push_back(a);
+    for (const auto& a : without_options(args, drop, drop_switches)) cmd.push_back(a);
+    cmd.push_back("--dataset");
+    cmd.push_back(fs::absolute(o.cache_dir).string());
+    cmd.insert(cmd.end(), extra.begin(), extra.end());
     return cmd;
   };
+  const auto point_command = [&](const std::string& shard, const std::string& output, bool keep_device = true) {
+    return child_command({"--shard", shard, "--output", output}, keep_device);
+  };
   if (vm["isolate"].as<bool>())
-    o.isolate = [&args, &o](const std::string& key) {
-      std::vector<std::string> cmd{"voxfit", "sweep"};
-      for (const auto& a : without_options(args, kDistributionOptions, {"--isolate"})) cmd.push_back(a);
-      for (const auto& a : {std::string("--dataset"), fs::absolute(o.cache_dir).string(), std::string("--output"),
-                            fs::absolute(o.output_dir).string(), std::string("--probe-point"), key})
-        cmd.push_back(a);
-      return isolated_probe(cmd, o.output_dir);
+    o.isolate = [child_command, &o](const std::string& key) {
+      return isolated_probe(
+          child_command({"--output", fs::absolute(o.output_dir).string(), "--probe-point", key}, true, {"--isolate"}),
+          o.output_dir);
     };
   if (vm.count("emit-slurm")) {
     const fs::path dir = fs::absolute(o.output_dir);

@@ -176,6 +176,28 @@ ProbeOptions point_probe(const SweepOptions& o, const data::Plan& plan, const st
   return p;
 }
 
+// One point of the grid.
+struct GridPoint {
+  const std::string& model;
+  const std::vector<std::int64_t>& patch;
+  train::Precision precision;
+  models::CheckpointMode checkpoint;
+  const memory::BudgetSpec& budget;
+  std::string key() const { return point_key(model, patch, precision, checkpoint, budget); }
+};
+
+// The grid's points in its one order (models, then patches, precisions, checkpointing, budgets),
+// which shard indices and journals refer to.
+std::vector<GridPoint> grid_points(const SweepGrid& g) {
+  std::vector<GridPoint> out;
+  for (const auto& model : g.models)
+    for (const auto& patch : g.patches)
+      for (const auto precision : g.precisions)
+        for (const auto checkpoint : g.checkpointing)
+          for (const auto& budget : g.budgets) out.push_back({model, patch, precision, checkpoint, budget});
+  return out;
+}
+
 // The cases a sweep's probes draw from: the training part of the split `voxfit train` makes.
 std::shared_ptr<const data::CacheIndex> training_cases(const data::Plan& plan, const SweepOptions& o) {
   const auto split = data::split_cases(plan.case_ids(), 0.2, o.probe.seed + 12345);
@@ -186,14 +208,10 @@ std::shared_ptr<const data::CacheIndex> training_cases(const data::Plan& plan, c
 
 json run_sweep_probe(const SweepOptions& o, const std::string& key, std::int64_t batch) {
   const data::Plan plan = data::load_plan(o.cache_dir);
-  for (const auto& model : o.grid.models)
-    for (const auto& patch : o.grid.patches)
-      for (const auto precision : o.grid.precisions)
-        for (const auto checkpoint : o.grid.checkpointing)
-          for (const auto& budget : o.grid.budgets)
-            if (point_key(model, patch, precision, checkpoint, budget) == key)
-              return run_probe_here(training_cases(plan, o), point_probe(o, plan, model, patch, precision, checkpoint),
-                                    budget, batch);
+  for (const auto& g : grid_points(o.grid))
+    if (g.key() == key)
+      return run_probe_here(training_cases(plan, o), point_probe(o, plan, g.model, g.patch, g.precision, g.checkpoint),
+                            g.budget, batch);
   throw ConfigError("sweep probe: the grid has no point '" + key + "'");
 }
 
@@ -208,36 +226,30 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
   const auto index = training_cases(plan, o);
   if (o.shards < 1 || o.shard >= o.shards)
     throw ConfigError("sweep shard " + std::to_string(o.shard) + "/" + std::to_string(o.shards) + ": out of range");
-  std::size_t point = 0;
-  for (const auto& model : o.grid.models)
-    for (const auto& patch : o.grid.patches)
-      for (const auto precision : o.grid.precisions)
-        for (const auto checkpoint : o.grid.checkpointing)
-          for (const auto& budget : o.grid.budgets) {
-            if (point++ % o.shards != o.shard) continue;
-            const std::string key = point_key(model, patch, precision, checkpoint, budget);
-            if (done.count(key)) continue;
-            const ProbeOptions p = point_probe(o, plan, model, patch, precision, checkpoint);
-            json entry;
-            try {
-              entry = search_point(plan, index, p, budget, o.max_batch, o.throughput_table,
-                                   o.isolate ? o.isolate(key) : IsolatedProbe{});
-            } catch (const UnsupportedError& e) {
-              entry = {{"key", key}, {"model", model}, {"patch", patch_text(patch)},
-                       {"precision", train::to_string(precision)}, {"checkpoint", models::to_string(checkpoint)},
-                       {"budget", budget.label()}, {"skipped", e.what()}};
-            }
-            append_line_durable(journal, entry.dump());
-            // Reports after every point: a sweep stopped midway still leaves a current summary.
-            write_reports(read_journal(journal), o.output_dir);
-            if (on_point) on_point(entry);
-          }
+  const auto points = grid_points(o.grid);
+  for (std::size_t i = o.shard; i < points.size(); i += o.shards) {
+    const GridPoint& g = points[i];
+    const std::string key = g.key();
+    if (done.count(key)) continue;
+    const ProbeOptions p = point_probe(o, plan, g.model, g.patch, g.precision, g.checkpoint);
+    json entry;
+    try {
+      entry = search_point(plan, index, p, g.budget, o.max_batch, o.throughput_table,
+                           o.isolate ? o.isolate(key) : IsolatedProbe{});
+    } catch (const UnsupportedError& e) {
+      entry = {{"key", key}, {"model", g.model}, {"patch", patch_text(g.patch)},
+               {"precision", train::to_string(g.precision)}, {"checkpoint", models::to_string(g.checkpoint)},
+               {"budget", g.budget.label()}, {"skipped", e.what()}};
+    }
+    append_line_durable(journal, entry.dump());
+    // Reports after every point: a sweep stopped midway still leaves a current summary.
+    write_reports(read_journal(journal), o.output_dir);
+    if (on_point) on_point(entry);
+  }
   write_reports(read_journal(journal), o.output_dir);
 }
 
-std::size_t grid_size(const SweepGrid& g) {
-  return g.models.size() * g.patches.size() * g.precisions.size() * g.checkpointing.size() * g.budgets.size();
-}
+std::size_t grid_size(const SweepGrid& g) { return grid_points(g).size(); }
 
 std::vector<json> merge_journals(const std::vector<fs::path>& journals, const fs::path& dir) {
   std::vector<json> merged;
