@@ -18,15 +18,16 @@ nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 start=$(date +%s)
 # A crash prints its stack into the log (tools/segv-backtrace.c; this machine has no gdb).
 preload=""
-gcc -shared -fPIC -o "$out/segv-backtrace.so" tools/segv-backtrace.c 2>/dev/null && preload="$out/segv-backtrace.so"
-LD_PRELOAD=$preload "$bin" --gtest_filter='CudaMemory.*' --gtest_output="json:$out/gpu-memory.json" >"$out/gpu-memory.log" 2>&1
+gcc -shared -fPIC -o "$out/segv-backtrace.so" tools/segv-backtrace.c -ldl 2>/dev/null && preload="$out/segv-backtrace.so"
+# Line-buffered (stdbuf): a crash must not take gtest's buffered results with it.
+LD_PRELOAD=$preload stdbuf -oL -eL "$bin" --gtest_filter='CudaMemory.*' --gtest_output="json:$out/gpu-memory.json" >"$out/gpu-memory.log" 2>&1
 rc=$?
 if grep -q '^SIGSEGV, stack:' "$out/gpu-memory.log"; then
   echo "gpu-memory-check: the CudaMemory tests died of SIGSEGV (exit $rc); stack:"
   sed -n '/^SIGSEGV, stack:/,$p' "$out/gpu-memory.log" | (c++filt 2>/dev/null || cat) | cut -c1-200 | head -30
 fi
 # The whole memory suite too: the CPU-budget tests must pass in the CUDA build as well.
-"$bin" --gtest_filter='-CudaMemory.*' >"$out/memory-tests.log" 2>&1
+LD_PRELOAD=$preload stdbuf -oL -eL "$bin" --gtest_filter='-CudaMemory.*' >"$out/memory-tests.log" 2>&1
 rc_cpu=$?
 grep -E '^budget ' "$out/gpu-memory.log"
 echo

@@ -149,8 +149,10 @@ class CappedCpuAllocator final : public c10::Allocator {
 };
 
 CappedCpuAllocator& capped_allocator() {
-  static CappedCpuAllocator instance;
-  return instance;
+  // Deliberately never destroyed (see above): a function-local static would be destroyed at exit
+  // while LibTorch's own statics may still allocate or free CPU tensors through it.
+  static auto* const instance = new CappedCpuAllocator;
+  return *instance;
 }
 
 }  // namespace
