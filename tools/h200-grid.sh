@@ -7,7 +7,9 @@
 # need gnuplot, which the GPU machine lacks: make them where it exists with
 #   voxfit sweep --output DIR --report-only   (DIR holding results.jsonl)
 #   SWEEP_ARGS     extra `voxfit sweep` options, e.g. "--patches 96 --precisions fp16,bf16"
-#   SWEEP_DIR      the sweep's output folder (default /tmp/voxfit-grid)
+#   SWEEP_DIR      the sweep's output folder (default /tmp/voxfit-grid); when it holds no journal
+#                  yet, the committed experiments/results/h200/grid/results.jsonl is copied in,
+#                  so a new session continues the grid where the last one stopped
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-grid-out}
@@ -16,6 +18,7 @@ mkdir -p "$out/sweep"
 source tools/h200-common.sh
 dir=${SWEEP_DIR:-/tmp/voxfit-grid}
 mkdir -p "$dir"
+[ -f "$dir/results.jsonl" ] || cp experiments/results/h200/grid/results.jsonl "$dir/" 2>/dev/null
 prepare_ct14 "$out/prepare.log" || exit 1
 # shellcheck disable=SC2086
 timeout -s INT "${SWEEP_SECONDS:-420}" "$vf" sweep --config experiments/24gb_vs_48gb.ini --dataset "$work/cache" \

@@ -1,7 +1,9 @@
 #include "voxfit/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -151,6 +153,47 @@ void append_line_durable(const fs::path& path, const std::string& line) {
   const int rc = ::fsync(fd);
   ::close(fd);
   if (rc != 0) throw IoError(path.string() + ": cannot sync: " + errno_text());
+}
+
+namespace {
+// nftw's callback takes no context: the count and the first failure of the walk in progress on
+// this thread.
+thread_local std::uintmax_t removed_entries = 0;
+thread_local int remove_errno = 0;
+
+int remove_entry(const char* path, const struct stat*, int type, struct FTW*) {
+  // FTW_DNR (a folder that cannot be read) is removed like any folder: rmdir then reports why.
+  const bool folder = type == FTW_DP || type == FTW_D || type == FTW_DNR;
+  if ((folder ? ::rmdir(path) : ::unlink(path)) != 0) {
+    if (errno == ENOENT) return 0;  // gone already (a concurrent remover)
+    remove_errno = errno;
+    return 1;  // stops the walk
+  }
+  ++removed_entries;
+  return 0;
+}
+}  // namespace
+
+std::uintmax_t remove_tree(const fs::path& path, std::error_code& ec) noexcept {
+  ec.clear();
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) ec.assign(errno, std::generic_category());
+    return 0;
+  }
+  removed_entries = 0;
+  remove_errno = 0;
+  // Depth first (contents before their folder), physical (a link is removed, not followed).
+  const int rc = ::nftw(path.c_str(), remove_entry, 32, FTW_DEPTH | FTW_PHYS);
+  if (rc != 0) ec.assign(remove_errno != 0 ? remove_errno : errno, std::generic_category());
+  return removed_entries;
+}
+
+std::uintmax_t remove_tree(const fs::path& path) {
+  std::error_code ec;
+  const std::uintmax_t n = remove_tree(path, ec);
+  if (ec) throw IoError(path.string() + ": cannot remove: " + ec.message());
+  return n;
 }
 
 }  // namespace voxfit

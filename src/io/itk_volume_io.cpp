@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "itk_bridge.h"
 #include "nifti_integrity.h"
@@ -236,7 +237,7 @@ class StagingDir {
   }
   ~StagingDir() {
     std::error_code ec;
-    fs::remove_all(dir_, ec);
+    remove_tree(dir_, ec);
   }
   const fs::path& path() const { return dir_; }
 

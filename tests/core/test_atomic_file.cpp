@@ -63,5 +63,45 @@ TEST_F(AtomicFile, AppendedLinesAccumulate) {
   EXPECT_EQ(read(path), "{\"a\":1}\n{\"a\":2}\n");
 }
 
+class RemoveTree : public test::TempDirTest {};
+
+TEST_F(RemoveTree, RemovesNestedFoldersButNotWhatTheirLinksPointTo) {
+  namespace fs = std::filesystem;
+  const auto tree = dir() / "tree";
+  write_file_atomic(tree / "a" / "b" / "file", "1");
+  write_file_atomic(tree / "c" / "file2", "2");
+  write_file_atomic(dir() / "keep" / "precious", "3");
+  fs::create_directory_symlink(dir() / "keep", tree / "folder_link");
+  fs::create_symlink(dir() / "keep" / "precious", tree / "c" / "file_link");
+  // tree, a, b, file, c, file2, file_link, folder_link
+  EXPECT_EQ(remove_tree(tree), 8u);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_EQ(read(dir() / "keep" / "precious"), "3");
+}
+
+TEST_F(RemoveTree, MissingPathIsNothingToDoAndAFileIsOneEntry) {
+  std::error_code ec;
+  EXPECT_EQ(remove_tree(dir() / "absent", ec), 0u);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(remove_tree(dir() / "absent"), 0u);
+  write_file_atomic(dir() / "single", "x");
+  EXPECT_EQ(remove_tree(dir() / "single"), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir() / "single"));
+}
+
+TEST_F(RemoveTree, FailureIsReportedWithThePath) {
+  write_file_atomic(dir() / "plain", "x");
+  const auto below_a_file = dir() / "plain" / "child";  // lstat: not a directory
+  std::error_code ec;
+  EXPECT_EQ(remove_tree(below_a_file, ec), 0u);
+  EXPECT_EQ(ec, std::errc::not_a_directory) << ec.message();
+  try {
+    remove_tree(below_a_file);
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("plain/child"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace voxfit

@@ -215,13 +215,13 @@ inline fs::path shared_fixture(const std::string& name, const std::function<void
   const fs::path dir = fs::temp_directory_path() / ("voxfit_reliability_" + name + "_" + std::to_string(built));
   if (fs::exists(dir / ".complete")) return dir;
   const fs::path mine = dir.string() + ".tmp" + std::to_string(::getpid());
-  fs::remove_all(mine);
+  remove_tree(mine);
   fs::create_directories(mine);
   make(mine);
   write_text(mine / ".complete", "");
   std::error_code ec;
   fs::rename(mine, dir, ec);
-  if (ec) fs::remove_all(mine, ec);
+  if (ec) remove_tree(mine, ec);
   return dir;
 }
 

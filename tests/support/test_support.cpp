@@ -25,7 +25,7 @@ std::string slurp(const fs::path& p) {
 fs::path ct_dataset_manifest() {
   static const fs::path manifest = [] {
     const fs::path root = fs::temp_directory_path() / ("voxfit_ct_dataset_" + std::to_string(::getpid()));
-    fs::remove_all(root);
+    remove_tree(root);
     fs::create_directories(root / "labelsTr");
     Volume seg = io::read_volume(totalseg_dir() / "example_seg.nii.gz");
     auto counts = torch::bincount(seg.data.flatten().to(torch::kLong));

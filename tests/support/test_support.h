@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "voxfit/core/atomic_file.h"
+
 namespace voxfit::test {
 
 namespace fs = std::filesystem;
@@ -37,13 +39,13 @@ class TempDirTest : public ::testing::Test {
            ("voxfit_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
             std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
             std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    fs::remove_all(dir_);
+    remove_tree(dir_);
     fs::create_directories(dir_);
     torch::manual_seed(0);
   }
   void TearDown() override {
     std::error_code ec;
-    if (!HasFailure()) fs::remove_all(dir_, ec);
+    if (!HasFailure()) remove_tree(dir_, ec);
   }
   const fs::path& dir() const { return dir_; }
 

@@ -1,8 +1,10 @@
 #pragma once
 // Results and checkpoints are written to a temporary file beside the target and renamed into
 // place, so a reader (or a crash) never sees a half-written file.
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 namespace voxfit {
 
@@ -34,5 +36,14 @@ class AtomicPath {
 /// whole or, if the process dies mid-write, a truncated last line that readers skip and the next
 /// append cuts off. A failed write (disk full) takes its partial bytes back before throwing.
 void append_line_durable(const std::filesystem::path& path, const std::string& line);
+
+/// Removes `path` and, for a folder, everything under it, without following symbolic links;
+/// returns how many entries it removed (0 when `path` does not exist). What std::filesystem's
+/// remove_all does, through POSIX nftw instead: PyTorch's pip wheels export their own statically
+/// linked copy of remove_all from libtorch (pytorch/pytorch#133437), which crashed voxfit's tests
+/// on the GPU machine with a call through a null pointer. The first overload throws IoError
+/// naming the path; the second reports in `ec` and never throws.
+std::uintmax_t remove_tree(const std::filesystem::path& path);
+std::uintmax_t remove_tree(const std::filesystem::path& path, std::error_code& ec) noexcept;
 
 }  // namespace voxfit
