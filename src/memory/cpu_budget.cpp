@@ -149,8 +149,9 @@ class CappedCpuAllocator final : public c10::Allocator {
 };
 
 CappedCpuAllocator& capped_allocator() {
-  // Deliberately never destroyed (see above): a function-local static would be destroyed at exit
-  // while LibTorch's own statics may still allocate or free CPU tensors through it.
+  // Deliberately never destroyed (see above): a storage made under a budget keeps a pointer to
+  // this allocator, and a tensor held by some static may still be resized after a function-local
+  // static's destructor has run at exit.
   static auto* const instance = new CappedCpuAllocator;
   return *instance;
 }
