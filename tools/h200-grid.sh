@@ -8,8 +8,9 @@
 #   voxfit sweep --output DIR --report-only   (DIR holding results.jsonl)
 #   SWEEP_ARGS     extra `voxfit sweep` options, e.g. "--patches 96 --precisions fp16,bf16"
 #   SWEEP_DIR      the sweep's output folder (default /tmp/voxfit-grid); when it holds no journal
-#                  yet, the committed experiments/results/h200/grid/results.jsonl is copied in,
-#                  so a new session continues the grid where the last one stopped
+#                  yet, the committed experiments/results/h200/grid/results.jsonl (and probes.jsonl,
+#                  the probes of a point stopped midway, if any) is copied in, so a new session
+#                  continues the grid where the last one stopped
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-grid-out}
@@ -18,11 +19,11 @@ mkdir -p "$out/sweep"
 source tools/h200-common.sh
 dir=${SWEEP_DIR:-/tmp/voxfit-grid}
 mkdir -p "$dir"
-[ -f "$dir/results.jsonl" ] || cp experiments/results/h200/grid/results.jsonl "$dir/" 2>/dev/null
+[ -f "$dir/results.jsonl" ] || cp experiments/results/h200/grid/{results,probes}.jsonl "$dir/" 2>/dev/null
 prepare_ct14 "$out/prepare.log" || exit 1
 # shellcheck disable=SC2086
 timeout -s INT "${SWEEP_SECONDS:-420}" "$vf" sweep --config experiments/24gb_vs_48gb.ini --dataset "$work/cache" \
   --output "$dir" ${SWEEP_ARGS:-} >>"$out/sweep.log" 2>&1
 echo "h200-grid: sweep exit $? ($(wc -l <"$dir/results.jsonl" 2>/dev/null || echo 0) points journalled)"
-cp "$dir"/results.jsonl "$dir"/results.csv "$dir"/summary.md "$out/sweep/" 2>/dev/null
+cp "$dir"/results.jsonl "$dir"/probes.jsonl "$dir"/results.csv "$dir"/summary.md "$out/sweep/" 2>/dev/null
 cat "$dir/summary.md" 2>/dev/null | head -60

@@ -8,7 +8,8 @@
 #   BUDGETS    default "24GiB,48GiB"
 #   VARIANTS   default "default expandable lean": default = fixed-size segments
 #              (expandable_segments:False, LibTorch's own default), lean = expandable + --checkpointing all
-#   RESUME_FROM a folder holding VARIANT/results.jsonl of an earlier call: those points are not rerun
+#   RESUME_FROM a folder holding VARIANT/results.jsonl (and probes.jsonl) of an earlier call: those
+#              points are not rerun, and a point stopped midway goes on from its probes
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-memory}
@@ -23,8 +24,8 @@ for variant in ${VARIANTS:-default expandable lean}; do
     expandable) conf=expandable_segments:True ;;
     lean) conf=expandable_segments:True args=(--budgets 24GiB --checkpointing all) ;;
   esac
-  if [ -n "${RESUME_FROM:-}" ] && [ -f "$RESUME_FROM/$variant/results.jsonl" ]; then
-    mkdir -p "$out/$variant" && cp "$RESUME_FROM/$variant/results.jsonl" "$out/$variant/"
+  if [ -n "${RESUME_FROM:-}" ] && [ -d "$RESUME_FROM/$variant" ]; then
+    mkdir -p "$out/$variant" && cp "$RESUME_FROM/$variant"/{results,probes}.jsonl "$out/$variant/" 2>/dev/null
   fi
   for m in ${MODELS:-unetr swin_unetr}; do
     PYTORCH_CUDA_ALLOC_CONF=$conf "$vf" sweep --dataset "$work/cache" --models "$m" --patches 96 --precisions fp16 \

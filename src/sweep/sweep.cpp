@@ -39,6 +39,16 @@ std::string fixed(double v, int digits) {
   return b;
 }
 
+// Rewrites the probe journal without the probes of `key` (removed when none is left).
+void forget_probes(const fs::path& file, const std::string& key) {
+  if (!fs::exists(file)) return;
+  std::string kept;
+  for (const auto& e : read_journal(file))
+    if (e.value("key", "") != key) kept += e.dump() + "\n";
+  if (kept.empty()) remove_tree(file);
+  else write_file_atomic(file, kept);
+}
+
 }  // namespace
 
 std::string point_key(const std::string& model, const std::vector<std::int64_t>& patch, train::Precision precision,
@@ -49,7 +59,7 @@ std::string point_key(const std::string& model, const std::vector<std::int64_t>&
 
 json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
                   const memory::BudgetSpec& budget, std::int64_t max_batch, bool throughput_table,
-                  const IsolatedProbe& isolated) {
+                  const IsolatedProbe& isolated, const fs::path& probe_journal) {
   if (budget.kind == memory::BudgetKind::None)
     throw ConfigError("a max-batch search needs a budget (--vram SIZE or --card ID)");
   // In this process: the budget installed here and one TrainingProbe for every probe. Isolated:
@@ -75,6 +85,33 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
   SearchOptions so;
   so.usable_bytes = budget_report.at("usable_bytes").get<std::uint64_t>();
   so.max_batch = max_batch;
+  const std::string key = point_key(probe.model, probe.model_context.patch, probe.step.precision,
+                                    probe.model_context.checkpoint, budget);
+  int resumed = 0;
+  double resumed_seconds = 0;
+  if (!probe_journal.empty()) {
+    std::map<std::int64_t, Probe> recorded;
+    for (const auto& e : read_journal(probe_journal)) {
+      if (e.value("key", "") != key || e.value("usable_bytes", std::uint64_t{0}) != so.usable_bytes) continue;
+      try {
+        const Probe p = probe_from_json(e.at("probe"));
+        recorded[p.batch] = p;
+      } catch (const json::exception&) {
+        // not a probe this version wrote: measured again
+      }
+    }
+    prober = [measure = std::move(prober), recorded = std::move(recorded), &resumed, &resumed_seconds, &key,
+              &probe_journal, usable = so.usable_bytes](std::int64_t b) {
+      if (const auto it = recorded.find(b); it != recorded.end()) {
+        ++resumed;
+        resumed_seconds += it->second.seconds;
+        return it->second;
+      }
+      Probe p = measure(b);
+      append_line_durable(probe_journal, json{{"key", key}, {"usable_bytes", usable}, {"probe", to_json(p)}}.dump());
+      return p;
+    };
+  }
   SearchResult r = find_max_batch(prober, so);
   const int search_probes = static_cast<int>(r.probes.size());
 
@@ -103,8 +140,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
   double measured_peak = 0;
   for (const auto& p : r.probes)
     if (p.fits && p.batch == r.max_batch) measured_peak = static_cast<double>(p.peak_reserved);
-  return {{"key", point_key(probe.model, probe.model_context.patch, probe.step.precision,
-                            probe.model_context.checkpoint, budget)},
+  return {{"key", key},
           {"model", probe.model},
           {"patch", patch_text(probe.model_context.patch)},
           {"precision", train::to_string(probe.step.precision)},
@@ -119,7 +155,8 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"first_failing", r.first_failing},
           {"predicted", r.predicted},
           {"probes", search_probes},
-          {"seconds", r.seconds},
+          {"seconds", r.seconds + resumed_seconds},  // the resumed probes' time counts
+          {"resumed_probes", resumed},
           {"samples_per_s", at_max},
           {"voxels_per_s", at_max * static_cast<double>(voxels(probe.model_context.patch))},
           {"knee_batch", knee_batch(timed)},
@@ -219,6 +256,8 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
   if (o.grid.budgets.empty()) throw ConfigError("sweep: no budgets (--budgets rtx3090,a40 or sizes like 24GiB)");
   fs::create_directories(o.output_dir);
   const fs::path journal = o.output_dir / "results.jsonl";
+  // The probes of the point in progress, so that a sweep stopped mid-search keeps them.
+  const fs::path probe_journal = o.output_dir / "probes.jsonl";
   std::set<std::string> done;
   for (const auto& e : read_journal(journal)) done.insert(e.value("key", ""));
 
@@ -235,13 +274,14 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
     json entry;
     try {
       entry = search_point(plan, index, p, g.budget, o.max_batch, o.throughput_table,
-                           o.isolate ? o.isolate(key) : IsolatedProbe{});
+                           o.isolate ? o.isolate(key) : IsolatedProbe{}, probe_journal);
     } catch (const UnsupportedError& e) {
       entry = {{"key", key}, {"model", g.model}, {"patch", patch_text(g.patch)},
                {"precision", train::to_string(g.precision)}, {"checkpoint", models::to_string(g.checkpoint)},
                {"budget", g.budget.label()}, {"skipped", e.what()}};
     }
     append_line_durable(journal, entry.dump());
+    forget_probes(probe_journal, key);  // the point is in the journal now
     // Reports after every point: a sweep stopped midway still leaves a current summary.
     write_reports(read_journal(journal), o.output_dir);
     if (on_point) on_point(entry);

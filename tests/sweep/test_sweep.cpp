@@ -63,6 +63,43 @@ TEST_F(Sweep, SearchEndsOnAnExactBoundaryCheckedIndependently) {
   EXPECT_NE(over.error.find("memory"), std::string::npos) << over.error;
 }
 
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::vector<std::string> lines;
+  std::ifstream in(file);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+TEST_F(Sweep, ASearchStoppedMidwayKeepsItsProbesAndGoesOnFromThem) {
+  const auto budget = size_budget(320 * kMiB);
+  const auto plan = data::load_plan(test::prepared_ct_cache());
+  const auto probes = dir() / "probes.jsonl";
+  const auto whole = search_point(plan, ct_index(), tiny_unet(), budget, 512, false, {}, probes);
+  const int n = whole["probes"];
+  ASSERT_GE(n, 4) << whole.dump(2);
+  EXPECT_EQ(whole["resumed_probes"].get<int>(), 0);
+  auto lines = lines_of(probes);
+  ASSERT_EQ(static_cast<int>(lines.size()), n);  // one line a probe, written as it finished
+
+  // Stopped after three probes (the third line cut mid-write): two are kept and the search goes
+  // on from them, along the same path to the same boundary.
+  {
+    std::ofstream out(probes, std::ios::trunc);
+    out << lines[0] << "\n" << lines[1] << "\n" << lines[2].substr(0, lines[2].size() / 2);
+  }
+  const auto resumed = search_point(plan, ct_index(), tiny_unet(), budget, 512, false, {}, probes);
+  EXPECT_EQ(resumed["resumed_probes"].get<int>(), 2) << resumed.dump(2);
+  EXPECT_EQ(resumed["probes"], whole["probes"]);
+  EXPECT_EQ(resumed["max_batch"], whole["max_batch"]);
+  EXPECT_EQ(resumed["first_failing"], whole["first_failing"]);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(resumed["probe_log"][i]["batch"], whole["probe_log"][i]["batch"]) << i;
+
+  // Another budget is another point: nothing is taken from this one's probes.
+  const auto other = search_point(plan, ct_index(), tiny_unet(), size_budget(256 * kMiB), 512, false, {}, probes);
+  EXPECT_EQ(other["resumed_probes"].get<int>(), 0);
+}
+
 TEST_F(Sweep, TwoHundredForcedOomsLeaveMemoryAtTheBaseline) {
   // 200 probes that run out of memory in one process (issue 10; the sweep's own criterion is 50).
   // Batch 256 is far past this budget (about 8 MiB a sample) and still quick to draw: the
@@ -90,6 +127,8 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   int runs = 0;
   run_sweep(o, [&](const nlohmann::json&) { ++runs; });
   EXPECT_EQ(runs, 2);
+  // A finished point's probes leave the probe journal; with every point done it is gone.
+  EXPECT_FALSE(fs::exists(o.output_dir / "probes.jsonl"));
   const auto journal = o.output_dir / "results.jsonl";
   auto entries = read_journal(journal);
   ASSERT_EQ(entries.size(), 2u);

@@ -58,10 +58,15 @@ std::string point_key(const std::string& model, const std::vector<std::int64_t>&
 void run_sweep(const SweepOptions& options, const std::function<void(const nlohmann::json&)>& on_point = {});
 
 /// One search on the current settings (used by the sweep and by `voxfit train --batch max`). With
-/// `isolated` set, every probe runs through it and this process installs no budget.
+/// `isolated` set, every probe runs through it and this process installs no budget. With
+/// `probe_journal` set, every probe is appended to that file as it finishes, and the probes it
+/// already holds for this point (same key and usable bytes: a run stopped mid-search) are taken
+/// from it instead of being run again; the search, being a function of its probes' results, then
+/// retraces its path and goes on. The entry says how many probes were taken (`resumed_probes`).
 nlohmann::json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index,
                             const ProbeOptions& probe, const memory::BudgetSpec& budget, std::int64_t max_batch,
-                            bool throughput_table, const IsolatedProbe& isolated = {});
+                            bool throughput_table, const IsolatedProbe& isolated = {},
+                            const std::filesystem::path& probe_journal = {});
 
 /// What the process of an isolated probe does: installs the budget and returns
 /// {"budget_report": ...}, plus {"probe": ...} (batch_search's to_json) when batch >= 1, after one
