@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "voxfit/core/atomic_file.h"
+
 namespace voxfit::fuzz {
 
 namespace fs = std::filesystem;
@@ -15,7 +17,7 @@ const fs::path& scratch_dir() {
     fs::create_directories(d);
     std::atexit([] {
       std::error_code ec;
-      fs::remove_all(fs::temp_directory_path() / ("voxfit_fuzz_" + std::to_string(::getpid())), ec);
+      remove_tree(fs::temp_directory_path() / ("voxfit_fuzz_" + std::to_string(::getpid())), ec);
     });
     return d;
   }();

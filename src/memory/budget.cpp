@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
@@ -108,12 +110,21 @@ CudaContextOverhead measure_cuda_context_overhead(int device) {
 #endif
 }
 
+CudaContextOverhead cuda_context_overhead(int device) {
+  static std::mutex mutex;
+  static std::map<int, CudaContextOverhead> first;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto it = first.find(device);
+  if (it != first.end()) return it->second;
+  return first.emplace(device, measure_cuda_context_overhead(device)).first->second;
+}
+
 BudgetReport plan_budget(const BudgetSpec& spec, const c10::Device& device) {
   BudgetReport r;
   r.label = spec.label();
   r.device = device.str();
   if (device.is_cuda()) {
-    const CudaContextOverhead o = measure_cuda_context_overhead(cuda_index(device));
+    const CudaContextOverhead o = cuda_context_overhead(cuda_index(device));
     r.device_total_bytes = o.total_bytes;
     r.overhead_bytes = o.overhead_bytes;
   } else if (!device.is_cpu()) {

@@ -370,18 +370,35 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
     if (e.contains("budget_report")) {
       const json& r = e["budget_report"];
       md << "\nBudgets on " << r.value("device", "?") << ": ";
-      std::set<std::string> seen;
+      // Per label, in the order first seen; a journal written by several voxfit versions or
+      // processes may hold different measured contexts for one label: their range is given.
+      std::vector<std::string> labels;
+      std::map<std::string, std::vector<const json*>> by_label;
       for (const auto& f : entries)
-        if (f.contains("budget_report") && seen.insert(f["budget"].get<std::string>()).second) {
-          const json& b = f["budget_report"];
-          md << f["budget"].get<std::string>() << " = " << format_bytes(b.value("usable_bytes", 0ull)) << " usable";
-          if (b.value("device", "").rfind("cuda", 0) == 0)
-            md << " (CUDA-visible " << format_bytes(b.value("visible_bytes", 0ull)) << " - measured context "
-               << format_bytes(b.value("overhead_bytes", 0ull)) << ")";
-          else
-            md << " (voxfit's capped CPU allocator)";
-          md << "; ";
+        if (f.contains("budget_report")) {
+          auto& list = by_label[f["budget"].get<std::string>()];
+          if (list.empty()) labels.push_back(f["budget"].get<std::string>());
+          list.push_back(&f["budget_report"]);
         }
+      const auto range = [](const std::vector<const json*>& reports, const char* field) {
+        std::uint64_t lo = 0, hi = 0;
+        for (const json* b : reports) {
+          const auto v = b->value(field, std::uint64_t{0});
+          lo = lo == 0 ? v : std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+        return lo == hi ? format_bytes(lo) : format_bytes(lo) + " to " + format_bytes(hi);
+      };
+      for (const auto& label : labels) {
+        const auto& reports = by_label[label];
+        md << label << " = " << range(reports, "usable_bytes") << " usable";
+        if (reports.front()->value("device", "").rfind("cuda", 0) == 0)
+          md << " (CUDA-visible " << range(reports, "visible_bytes") << " - measured context "
+             << range(reports, "overhead_bytes") << ")";
+        else
+          md << " (voxfit's capped CPU allocator)";
+        md << "; ";
+      }
       md << "\n";
       break;
     }

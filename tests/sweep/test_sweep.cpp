@@ -155,6 +155,21 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   int lines = 0;
   for (std::string l; std::getline(csv, l);) ++lines;
   EXPECT_EQ(lines, 3);
+  EXPECT_NE(summary.find("256.00 MiB = 256.00 MiB usable"), std::string::npos) << summary;
+
+  // Entries of one budget with different usable bytes (journals of older versions, which measured
+  // the CUDA context again for each point) are reported as a range, not as the first one's.
+  auto other = read_journal(journal);
+  nlohmann::json copy = other[0];
+  copy["patch"] = "16x32x48";
+  copy["key"] = copy["key"].get<std::string>() + "-copy";
+  copy["budget_report"]["usable_bytes"] = 257 * kMiB;
+  other.push_back(copy);
+  fs::create_directories(dir() / "report");
+  write_reports(other, dir() / "report");
+  std::ifstream md2(dir() / "report" / "summary.md");
+  const std::string ranged((std::istreambuf_iterator<char>(md2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(ranged.find("256.00 MiB = 256.00 MiB to 257.00 MiB usable"), std::string::npos) << ranged;
 }
 
 TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {

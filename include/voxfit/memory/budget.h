@@ -64,6 +64,13 @@ struct CudaContextOverhead {
   std::uint64_t overhead_bytes = 0;
 };
 CudaContextOverhead measure_cuda_context_overhead(int device);
+/// The first measure_cuda_context_overhead(device) of this process, kept for every later budget.
+/// Measured again later, the overhead grows with the kernels that earlier runs in the process
+/// loaded lazily (726 to 840 MiB on the H200 between the points of one sweep), so that a grid
+/// point's budget would depend on which points ran before it in the same process. Measured once,
+/// every point of a sweep and every process (a resumed sweep, `--isolate`'s children) gets the
+/// same budget, which is also what keys a stopped search's recorded probes.
+CudaContextOverhead cuda_context_overhead(int device);
 
 /// Run first thing in main, before any CUDA call: on CUDA builds of LibTorch >= 2.1 the caching
 /// allocator gets expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) unless
