@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 // PyTorch's pip wheels export a statically linked copy of libstdc++'s std::filesystem from
 // libtorch.so (pytorch/pytorch#133437), and on the GPU machine (LibTorch 2.11) the dynamic linker
 // binds voxfit's std::filesystem calls to it whatever the link order; its remove_all calls through
-// a null pointer. voxfit removes folders with core::remove_tree (POSIX nftw) instead. This keeps a
+// a null pointer. voxfit removes folders with remove_tree (core, POSIX nftw) instead. This keeps a
 // call to remove_all from coming back into any source of the project: it would pass every test on
 // Debian's LibTorch and crash on a CUDA build.
 TEST(SourceTree, NoCodeCallsStdFilesystemRemoveAll) {

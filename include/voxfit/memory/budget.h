@@ -66,7 +66,7 @@ struct CudaContextOverhead {
 CudaContextOverhead measure_cuda_context_overhead(int device);
 /// The first measure_cuda_context_overhead(device) of this process, kept for every later budget.
 /// Measured again later, the overhead grows with the kernels that earlier runs in the process
-/// loaded lazily (726 to 840 MiB on the H200 between the points of one sweep), so that a grid
+/// loaded lazily (693 to 801 MiB on the H200 between the points of one sweep), so that a grid
 /// point's budget would depend on which points ran before it in the same process. Measured once,
 /// every point of a sweep and every process (a resumed sweep, `--isolate`'s children) gets the
 /// same budget, which is also what keys a stopped search's recorded probes.
