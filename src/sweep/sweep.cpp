@@ -436,13 +436,14 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
     std::set<std::string> budget_lines;
     for (const auto& e : entries)
       if (e.contains("budget_report") && budget_lines.insert(e["budget"].get<std::string>()).second)
-        gp << to_gib(e["budget_report"].value("usable_bytes", 0ull)) << " dt 2 lw 2 title '" << e["budget"].get<std::string>()
-           << " usable', ";
-    gp << "for [i=0:" << blocks - 1 << "] '" << (dir / "memory.dat").string()
-       << "' index i with linespoints title t(i)\n";
+        gp << to_gib(e["budget_report"].value("usable_bytes", 0ull)) << " lc rgb 'black' dt " << budget_lines.size() + 1
+           << " lw 2 title '" << e["budget"].get<std::string>() << " usable', ";
+    // 8 colours and 13 point types: no two of the first 104 series look alike.
+    const std::string style = "' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)\n";
+    gp << "for [i=0:" << blocks - 1 << "] '" << (dir / "memory.dat").string() << style;
     gp << "set output '" << (dir / "throughput.png.tmp").string() << "'\nset ylabel 'samples/s'\n"
        << "set title 'Training throughput against batch'\nplot for [i=0:" << blocks - 1 << "] '"
-       << (dir / "throughput.dat").string() << "' index i with linespoints title t(i)\n";
+       << (dir / "throughput.dat").string() << style;
     write_file_atomic(dir / "plots.gp", gp.str());
     const std::string cmd = "gnuplot '" + (dir / "plots.gp").string() + "' >/dev/null 2>&1";
     if (std::system(cmd.c_str()) == 0) {

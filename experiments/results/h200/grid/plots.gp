@@ -7,8 +7,8 @@ t(i) = system(sprintf("echo '%s' | cut -d'|' -f%d", titles, i + 1))
 set output 'experiments/results/h200/grid/memory.png.tmp'
 set ylabel 'peak reserved (GiB)'
 set title 'Peak memory against batch (horizontal: usable memory of each budget)'
-plot 23.0226 dt 2 lw 2 title 'rtx3090 usable', 43.675 dt 2 lw 2 title 'a40 usable', for [i=0:12] 'experiments/results/h200/grid/memory.dat' index i with linespoints title t(i)
+plot 23.0226 lc rgb 'black' dt 2 lw 2 title 'rtx3090 usable', 43.675 lc rgb 'black' dt 3 lw 2 title 'a40 usable', for [i=0:12] 'experiments/results/h200/grid/memory.dat' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)
 set output 'experiments/results/h200/grid/throughput.png.tmp'
 set ylabel 'samples/s'
 set title 'Training throughput against batch'
-plot for [i=0:12] 'experiments/results/h200/grid/throughput.dat' index i with linespoints title t(i)
+plot for [i=0:12] 'experiments/results/h200/grid/throughput.dat' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)
