@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -381,10 +382,10 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
           list.push_back(&f["budget_report"]);
         }
       const auto range = [](const std::vector<const json*>& reports, const char* field) {
-        std::uint64_t lo = 0, hi = 0;
+        std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0;
         for (const json* b : reports) {
           const auto v = b->value(field, std::uint64_t{0});
-          lo = lo == 0 ? v : std::min(lo, v);
+          lo = std::min(lo, v);
           hi = std::max(hi, v);
         }
         return lo == hi ? format_bytes(lo) : format_bytes(lo) + " to " + format_bytes(hi);
