@@ -130,8 +130,8 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
         "time on the card (memory efficiency "
      << fixed(k.memory_efficiency, 2) << ", compute efficiency " << fixed(k.compute_efficiency, 2)
      << ", the same for every card; the bandwidth x 15/16 on a card with in-band ECC, the check bits' share) plus the part the profiled card's roofline does not explain, scaled by SM count x "
-        "boost clock; a kernel served from the profiled card's L2 meets DRAM on a card whose smaller L2 cannot hold "
-        "it; kernel latency "
+        "boost clock; a kernel faster than the profiled card's roofline (served from its L2, or beating the assumed memory "
+        "efficiency) takes the card's roofline where one launch's bytes exceed the card's smaller L2; kernel latency "
      << fixed(k.kernel_latency_us, 1) << " us kept; launch and host time kept from the profile.\n\n| card |";
   for (const auto& p : predictions) md << " " << p.profile.label() << " |";
   md << "\n|---|";

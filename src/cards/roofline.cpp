@@ -51,8 +51,9 @@ double scale_time_us(const KernelRecord& kr, double time_us, const memory::CardS
   const double src_us = roofline_seconds(kr.flops, kr.bytes, kr.math, source, k) * 1e6;
   const double dst_us = roofline_seconds(kr.flops, kr.bytes, kr.math, target, k) * 1e6;
   if (time_us >= src_us) return dst_us + (time_us - src_us) * issue_ratio(source, target);
-  // Faster than the source's roofline: its bytes came from the source's L2 (or the byte estimate
-  // over-counts). A target with a smaller L2 that cannot hold one launch's bytes reads them from DRAM.
+  // Faster than the source's roofline: its bytes came from the source's L2, it moved them faster than
+  // the assumed memory efficiency, or the byte estimate over-counts. A target with a smaller L2 that
+  // cannot hold one launch's bytes gets its roofline (experiments/results/h200/cards.md, rule 2).
   const double bytes_per_launch = kr.bytes / static_cast<double>(std::max<std::int64_t>(kr.calls, 1));
   if (target.l2_mb < source.l2_mb && bytes_per_launch > target.l2_mb * 1e6) return dst_us;
   return src_us > 0 ? time_us * dst_us / src_us : dst_us;

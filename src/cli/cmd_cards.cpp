@@ -166,7 +166,7 @@ int cards_predict(const Args& args) {
       "[--results SWEEP_DIR] [--output DIR]",
       "Predicts samples/s on every card of the table from kernel profiles (saved ones, or one taken here first): "
       "each kernel's roofline time on the card plus its time beyond the profiled GPU's roofline scaled by SM count x "
-      "boost clock (L2-served kernels meet DRAM on a smaller L2), launch and host time kept. "
+      "boost clock (a kernel faster than that roofline takes the card's roofline where one launch exceeds the card's smaller L2), launch and host time kept. "
       "With --results, also each card's largest batch and samples/s there. Writes predictions.csv/.md and a plot "
       "where gnuplot exists."};
   // clang-format off
