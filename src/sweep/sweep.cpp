@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -315,6 +317,97 @@ std::vector<json> merge_journals(const std::vector<fs::path>& journals, const fs
   return merged;
 }
 
+namespace {
+
+// Plots of peak memory and throughput against the batch; returns summary.md's lines for them. A
+// sweep of one model and patch gets memory.png and throughput.png; a sweep of several gets a pair
+// per model and patch (memory-unetr-96x96x96.png, ...): a 72-point grid on one chart is unreadable.
+std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
+  struct Group {
+    std::string label, stem;
+    std::vector<const json*> entries;
+  };
+  std::vector<Group> groups;
+  for (const auto& e : entries) {
+    if (!e.contains("throughput") || e["throughput"].empty()) continue;
+    const std::string label = e["model"].get<std::string>() + " " + e["patch"].get<std::string>();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.label == label; });
+    if (it == groups.end()) {
+      std::string stem = label;
+      std::replace(stem.begin(), stem.end(), ' ', '-');
+      groups.push_back({label, "-" + stem, {}});
+      it = std::prev(groups.end());
+    }
+    it->entries.push_back(&e);
+  }
+  if (groups.empty()) return "";
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "\n(no plots: gnuplot is not installed)\n";
+  const bool split = groups.size() > 1;
+  if (!split) groups.front().stem.clear();
+
+  // One data block per entry, in group order; each chart plots its group's index range.
+  std::ostringstream mem, thr;
+  std::string titles;
+  for (const auto& g : groups)
+    for (const json* e : g.entries) {
+      const std::string title = (*e)["precision"].get<std::string>() + " " + (*e)["checkpoint"].get<std::string>() +
+                                " @" + (*e)["budget"].get<std::string>();
+      titles += (titles.empty() ? "" : "|") + (split ? title : g.label + " " + title);
+      for (const auto& t : (*e)["throughput"]) {
+        mem << t["batch"] << " " << to_gib(t["peak_reserved_bytes"].get<std::uint64_t>()) << "\n";
+        thr << t["batch"] << " " << t["samples_per_s"] << "\n";
+      }
+      mem << "\n\n";
+      thr << "\n\n";
+    }
+  write_file_atomic(dir / "memory.dat", mem.str());
+  write_file_atomic(dir / "throughput.dat", thr.str());
+
+  std::ostringstream budget_lines;
+  std::set<std::string> budgets;
+  for (const auto& e : entries)
+    if (e.contains("budget_report") && budgets.insert(e["budget"].get<std::string>()).second)
+      budget_lines << to_gib(e["budget_report"].value("usable_bytes", 0ull)) << " lc rgb 'black' dt "
+                   << budgets.size() + 1 << " lw 2 title '" << e["budget"].get<std::string>() << " usable', ";
+
+  std::ostringstream gp, md;
+  gp << "set terminal pngcairo size 1100,700 noenhanced\nset key outside right\nset grid\nset xlabel 'batch'\n"
+     << "titles = '" << titles << "'\n"
+     << "t(i) = system(sprintf(\"echo '%s' | cut -d'|' -f%d\", titles, i + 1))\n";
+  std::vector<fs::path> outputs;
+  std::size_t first = 0;
+  for (const auto& g : groups) {
+    const std::size_t last = first + g.entries.size() - 1;
+    // 8 colours and 13 point types: no two of a chart's first 104 series look alike.
+    const std::string range = "for [i=" + std::to_string(first) + ":" + std::to_string(last) + "] '";
+    const std::string style = "' index i with linespoints lc ((i - " + std::to_string(first) + ") % 8) + 1 pt ((i - " +
+                              std::to_string(first) + ") % 13) + 1 title t(i)\n";
+    const std::string of = split ? ": " + g.label : "";
+    const fs::path memory_png = dir / ("memory" + g.stem + ".png"), throughput_png = dir / ("throughput" + g.stem + ".png");
+    gp << "set output '" << memory_png.string() << ".tmp'\nset ylabel 'peak reserved (GiB)'\n"
+       << "set title 'Peak memory against batch" << of << " (horizontal: usable memory of each budget)'\nplot "
+       << budget_lines.str() << range << (dir / "memory.dat").string() << style;
+    gp << "set output '" << throughput_png.string() << ".tmp'\nset ylabel 'samples/s'\n"
+       << "set title 'Training throughput against batch" << of << "'\nplot " << range
+       << (dir / "throughput.dat").string() << style;
+    outputs.push_back(memory_png);
+    outputs.push_back(throughput_png);
+    if (split) md << "\n" << g.label << ":\n";
+    md << "\n![peak memory" << of << "](" << memory_png.filename().string() << ")\n\n![throughput" << of << "]("
+       << throughput_png.filename().string() << ")\n";
+    first = last + 1;
+  }
+  write_file_atomic(dir / "plots.gp", gp.str());
+  const std::string cmd = "gnuplot '" + (dir / "plots.gp").string() + "' >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return "\n(no plots: gnuplot failed on plots.gp)\n";
+  for (const auto& png : outputs) fs::rename(png.string() + ".tmp", png);
+  if (split)  // the one-chart pair of an earlier, smaller journal in the same folder
+    for (const char* stale : {"memory.png", "throughput.png"}) fs::remove(dir / stale);
+  return md.str();
+}
+
+}  // namespace
+
 void write_reports(const std::vector<json>& entries, const fs::path& dir) {
   // results.csv: one row per configuration
   std::ostringstream csv;
@@ -404,57 +497,7 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
       break;
     }
 
-  // Plots: peak memory and throughput against the batch.
-  std::ostringstream mem, thr;
-  int blocks = 0;
-  std::vector<std::string> titles;
-  for (const auto& e : entries) {
-    if (!e.contains("throughput") || e["throughput"].empty()) continue;
-    titles.push_back(e["model"].get<std::string>() + " " + e["patch"].get<std::string>() + " " +
-                     e["precision"].get<std::string>() + " " + e["checkpoint"].get<std::string>() + " @" +
-                     e["budget"].get<std::string>());
-    for (const auto& t : e["throughput"]) {
-      mem << t["batch"] << " " << to_gib(t["peak_reserved_bytes"].get<std::uint64_t>()) << "\n";
-      thr << t["batch"] << " " << t["samples_per_s"] << "\n";
-    }
-    mem << "\n\n";
-    thr << "\n\n";
-    ++blocks;
-  }
-  bool plotted = false;
-  if (blocks > 0 && std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
-    write_file_atomic(dir / "memory.dat", mem.str());
-    write_file_atomic(dir / "throughput.dat", thr.str());
-    std::ostringstream gp;
-    gp << "set terminal pngcairo size 1100,700 noenhanced\nset key outside right\nset grid\n"
-       << "set xlabel 'batch'\n";
-    std::string title_list;
-    for (size_t i = 0; i < titles.size(); ++i) title_list += (i ? "|" : "") + titles[i];
-    gp << "titles = '" << title_list << "'\n"
-       << "t(i) = system(sprintf(\"echo '%s' | cut -d'|' -f%d\", titles, i + 1))\n";
-    gp << "set output '" << (dir / "memory.png.tmp").string() << "'\nset ylabel 'peak reserved (GiB)'\n"
-       << "set title 'Peak memory against batch (horizontal: usable memory of each budget)'\nplot ";
-    std::set<std::string> budget_lines;
-    for (const auto& e : entries)
-      if (e.contains("budget_report") && budget_lines.insert(e["budget"].get<std::string>()).second)
-        gp << to_gib(e["budget_report"].value("usable_bytes", 0ull)) << " lc rgb 'black' dt " << budget_lines.size() + 1
-           << " lw 2 title '" << e["budget"].get<std::string>() << " usable', ";
-    // 8 colours and 13 point types: no two of the first 104 series look alike.
-    const std::string style = "' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)\n";
-    gp << "for [i=0:" << blocks - 1 << "] '" << (dir / "memory.dat").string() << style;
-    gp << "set output '" << (dir / "throughput.png.tmp").string() << "'\nset ylabel 'samples/s'\n"
-       << "set title 'Training throughput against batch'\nplot for [i=0:" << blocks - 1 << "] '"
-       << (dir / "throughput.dat").string() << style;
-    write_file_atomic(dir / "plots.gp", gp.str());
-    const std::string cmd = "gnuplot '" + (dir / "plots.gp").string() + "' >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) {
-      fs::rename(dir / "memory.png.tmp", dir / "memory.png");
-      fs::rename(dir / "throughput.png.tmp", dir / "throughput.png");
-      plotted = true;
-    }
-  }
-  md << (plotted ? "\n![peak memory](memory.png)\n\n![throughput](throughput.png)\n"
-                 : "\n(no plots: gnuplot is not installed)\n");
+  md << write_plots(entries, dir);
   write_file_atomic(dir / "summary.md", md.str());
 }
 

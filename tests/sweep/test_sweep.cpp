@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -170,6 +171,20 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   std::ifstream md2(dir() / "report" / "summary.md");
   const std::string ranged((std::istreambuf_iterator<char>(md2)), std::istreambuf_iterator<char>());
   EXPECT_NE(ranged.find("256.00 MiB = 256.00 MiB to 257.00 MiB usable"), std::string::npos) << ranged;
+
+  // Plots: one model and patch get memory.png / throughput.png; several get a pair each.
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    EXPECT_TRUE(fs::exists(o.output_dir / "memory.png"));
+    EXPECT_TRUE(fs::exists(o.output_dir / "throughput.png"));
+    EXPECT_NE(summary.find("](memory.png)"), std::string::npos) << summary;
+    for (const char* patch : {"16x32x32", "16x32x48"})
+      for (const char* chart : {"memory", "throughput"}) {
+        const std::string png = std::string(chart) + "-unet3d-" + patch + ".png";
+        EXPECT_TRUE(fs::exists(dir() / "report" / png)) << png;
+        EXPECT_NE(ranged.find("](" + png + ")"), std::string::npos) << ranged;
+      }
+    EXPECT_FALSE(fs::exists(dir() / "report" / "memory.png"));
+  }
 }
 
 TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {

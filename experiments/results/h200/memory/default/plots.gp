@@ -7,8 +7,8 @@ t(i) = system(sprintf("echo '%s' | cut -d'|' -f%d", titles, i + 1))
 set output 'experiments/results/h200/memory/default/memory.png.tmp'
 set ylabel 'peak reserved (GiB)'
 set title 'Peak memory against batch (horizontal: usable memory of each budget)'
-plot 23.3234 lc rgb 'black' dt 2 lw 2 title '24.00 GiB usable', for [i=0:0] 'experiments/results/h200/memory/default/memory.dat' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)
+plot 23.3234 lc rgb 'black' dt 2 lw 2 title '24.00 GiB usable', for [i=0:0] 'experiments/results/h200/memory/default/memory.dat' index i with linespoints lc ((i - 0) % 8) + 1 pt ((i - 0) % 13) + 1 title t(i)
 set output 'experiments/results/h200/memory/default/throughput.png.tmp'
 set ylabel 'samples/s'
 set title 'Training throughput against batch'
-plot for [i=0:0] 'experiments/results/h200/memory/default/throughput.dat' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)
+plot for [i=0:0] 'experiments/results/h200/memory/default/throughput.dat' index i with linespoints lc ((i - 0) % 8) + 1 pt ((i - 0) % 13) + 1 title t(i)

@@ -2,13 +2,21 @@ set terminal pngcairo size 1100,700 noenhanced
 set key outside right
 set grid
 set xlabel 'batch'
-titles = 'unetr 96x96x96 fp16 none @24.00 GiB|unetr 96x96x96 fp16 none @48.00 GiB|swin_unetr 96x96x96 fp16 none @24.00 GiB|swin_unetr 96x96x96 fp16 none @48.00 GiB'
+titles = 'fp16 none @24.00 GiB|fp16 none @48.00 GiB|fp16 none @24.00 GiB|fp16 none @48.00 GiB'
 t(i) = system(sprintf("echo '%s' | cut -d'|' -f%d", titles, i + 1))
-set output 'experiments/results/h200/memory/expandable/memory.png.tmp'
+set output 'experiments/results/h200/memory/expandable/memory-unetr-96x96x96.png.tmp'
 set ylabel 'peak reserved (GiB)'
-set title 'Peak memory against batch (horizontal: usable memory of each budget)'
-plot 23.3234 lc rgb 'black' dt 2 lw 2 title '24.00 GiB usable', 47.3234 lc rgb 'black' dt 3 lw 2 title '48.00 GiB usable', for [i=0:3] 'experiments/results/h200/memory/expandable/memory.dat' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)
-set output 'experiments/results/h200/memory/expandable/throughput.png.tmp'
+set title 'Peak memory against batch: unetr 96x96x96 (horizontal: usable memory of each budget)'
+plot 23.3234 lc rgb 'black' dt 2 lw 2 title '24.00 GiB usable', 47.3234 lc rgb 'black' dt 3 lw 2 title '48.00 GiB usable', for [i=0:1] 'experiments/results/h200/memory/expandable/memory.dat' index i with linespoints lc ((i - 0) % 8) + 1 pt ((i - 0) % 13) + 1 title t(i)
+set output 'experiments/results/h200/memory/expandable/throughput-unetr-96x96x96.png.tmp'
 set ylabel 'samples/s'
-set title 'Training throughput against batch'
-plot for [i=0:3] 'experiments/results/h200/memory/expandable/throughput.dat' index i with linespoints lc (i % 8) + 1 pt (i % 13) + 1 title t(i)
+set title 'Training throughput against batch: unetr 96x96x96'
+plot for [i=0:1] 'experiments/results/h200/memory/expandable/throughput.dat' index i with linespoints lc ((i - 0) % 8) + 1 pt ((i - 0) % 13) + 1 title t(i)
+set output 'experiments/results/h200/memory/expandable/memory-swin_unetr-96x96x96.png.tmp'
+set ylabel 'peak reserved (GiB)'
+set title 'Peak memory against batch: swin_unetr 96x96x96 (horizontal: usable memory of each budget)'
+plot 23.3234 lc rgb 'black' dt 2 lw 2 title '24.00 GiB usable', 47.3234 lc rgb 'black' dt 3 lw 2 title '48.00 GiB usable', for [i=2:3] 'experiments/results/h200/memory/expandable/memory.dat' index i with linespoints lc ((i - 2) % 8) + 1 pt ((i - 2) % 13) + 1 title t(i)
+set output 'experiments/results/h200/memory/expandable/throughput-swin_unetr-96x96x96.png.tmp'
+set ylabel 'samples/s'
+set title 'Training throughput against batch: swin_unetr 96x96x96'
+plot for [i=2:3] 'experiments/results/h200/memory/expandable/throughput.dat' index i with linespoints lc ((i - 2) % 8) + 1 pt ((i - 2) % 13) + 1 title t(i)
