@@ -108,10 +108,12 @@ TEST_F(VolumeIo, DicomSeriesReadsTwentySlicesInPositionOrder) {
   for (std::size_t i = 0; i < series[0].files.size(); ++i) {
     const auto o = io::read_image_info(series[0].files[i]).geometry.origin;
     const double along = o[0] * normal[0] + o[1] * normal[1] + o[2] * normal[2];
-    if (i > 0) EXPECT_NEAR(along - previous, ct.spacing()[2], 0.01) << series[0].files[i];
-    previous = along;
-    if (i == 0)
+    if (i > 0) {
+      EXPECT_NEAR(along - previous, ct.spacing()[2], 0.01) << series[0].files[i];
+    } else {
       for (int a = 0; a < 3; ++a) EXPECT_NEAR(o[a], ct.origin()[a], 1e-3);
+    }
+    previous = along;
   }
   // The label map that comes with the series lies on the same voxel grid.
   const Volume seg = io::read_volume(totalseg_dir() / "example_seg_dicom.nii.gz");
