@@ -324,7 +324,7 @@ namespace {
 // per model and patch (memory-unetr-96x96x96.png, ...): a 72-point grid on one chart is unreadable.
 std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
   struct Group {
-    std::string label, stem;
+    std::string label;
     std::vector<const json*> entries;
   };
   std::vector<Group> groups;
@@ -333,9 +333,7 @@ std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
     const std::string label = e["model"].get<std::string>() + " " + e["patch"].get<std::string>();
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.label == label; });
     if (it == groups.end()) {
-      std::string stem = label;
-      std::replace(stem.begin(), stem.end(), ' ', '-');
-      groups.push_back({label, "-" + stem, {}});
+      groups.push_back({label, {}});
       it = std::prev(groups.end());
     }
     it->entries.push_back(&e);
@@ -343,7 +341,6 @@ std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
   if (groups.empty()) return "";
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "\n(no plots: gnuplot is not installed)\n";
   const bool split = groups.size() > 1;
-  if (!split) groups.front().stem.clear();
 
   // One data block per entry, in group order; each chart plots its group's index range.
   std::ostringstream mem, thr;
@@ -383,7 +380,9 @@ std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
     const std::string style = "' index i with linespoints lc ((i - " + std::to_string(first) + ") % 8) + 1 pt ((i - " +
                               std::to_string(first) + ") % 13) + 1 title t(i)\n";
     const std::string of = split ? ": " + g.label : "";
-    const fs::path memory_png = dir / ("memory" + g.stem + ".png"), throughput_png = dir / ("throughput" + g.stem + ".png");
+    std::string stem = split ? "-" + g.label : "";  // "-unetr-96x96x96"
+    std::replace(stem.begin(), stem.end(), ' ', '-');
+    const fs::path memory_png = dir / ("memory" + stem + ".png"), throughput_png = dir / ("throughput" + stem + ".png");
     gp << "set output '" << memory_png.string() << ".tmp'\nset ylabel 'peak reserved (GiB)'\n"
        << "set title 'Peak memory against batch" << of << " (horizontal: usable memory of each budget)'\nplot "
        << budget_lines.str() << range << (dir / "memory.dat").string() << style;
