@@ -11,11 +11,13 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
+#include "voxfit/train/precision.h"
 
 namespace voxfit::sweep {
 
@@ -437,24 +439,50 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
   std::ostringstream md;
   md << "# Largest batch that trains, by budget\n\n"
         "Each cell: the largest batch that trained (b fits, b+1 ran out of memory, both seen by real training "
-        "steps), samples/s at that batch, and the search's probes / seconds.\n\n";
+        "steps), samples/s at that batch, the knee (the smallest measured batch within 95% of the best samples/s, "
+        "with its samples/s: near the cap throughput often drops, so this is the batch to train at), and the "
+        "search's probes / seconds.\n\n";
   md << "| model | patch | precision | checkpointing |";
-  for (const auto& b : budgets) md << " " << b << " max batch | " << b << " samples/s | " << b << " probes / s |";
+  for (const auto& b : budgets)
+    md << " " << b << " max batch | " << b << " samples/s | " << b << " knee (samples/s) | " << b << " probes / s |";
   md << "\n|---|---|---|---|";
-  for (size_t i = 0; i < budgets.size(); ++i) md << "---:|---:|---:|";
+  for (size_t i = 0; i < budgets.size(); ++i) md << "---:|---:|---:|---:|";
   md << "\n";
+  // Rows in grid order, whatever order the journal's points ran in: models as first seen, patches
+  // by size, precisions and checkpointing as the options list them (fp32 first, `none` first).
+  std::map<std::string, std::size_t> model_rank;
+  for (const auto& row : row_order) model_rank.emplace(row.substr(0, row.find(" | ")), model_rank.size());
+  const auto sort_key = [&](const std::string& row) {
+    const json& e = *rows[row].begin()->second;
+    std::int64_t patch_voxels = 1;
+    std::istringstream patch(e.value("patch", ""));
+    for (std::string v; std::getline(patch, v, 'x');) patch_voxels *= std::atoll(v.c_str());
+    int precision = 99;
+    try {
+      precision = static_cast<int>(train::parse_precision(e.value("precision", "")));
+    } catch (const std::exception&) {
+    }
+    return std::make_tuple(model_rank[e.value("model", "")], patch_voxels, precision, e.value("checkpoint", "") != "none");
+  };
+  std::stable_sort(row_order.begin(), row_order.end(),
+                   [&](const std::string& a, const std::string& b) { return sort_key(a) < sort_key(b); });
   for (const auto& row : row_order) {
     md << "| " << row << " |";
     for (const auto& b : budgets) {
       const auto it = rows[row].find(b);
       if (it == rows[row].end()) {
-        md << " | | |";
+        md << " | | | |";
       } else if (it->second->contains("skipped")) {
-        md << " skipped | | |";
+        md << " skipped | | | |";
       } else {
         const json& e = *it->second;
-        md << " " << e["max_batch"] << " | " << fixed(e["samples_per_s"].get<double>(), 1) << " | " << e["probes"]
-           << " / " << fixed(e["seconds"].get<double>(), 0) << " |";
+        md << " " << e["max_batch"] << " | " << fixed(e["samples_per_s"].get<double>(), 1) << " | " << e["knee_batch"];
+        for (const auto& p : e.value("throughput", json::array()))
+          if (p.value("batch", json()) == e["knee_batch"]) {
+            md << " (" << fixed(p.value("samples_per_s", 0.0), 1) << ")";
+            break;
+          }
+        md << " | " << e["probes"] << " / " << fixed(e["seconds"].get<double>(), 0) << " |";
       }
     }
     md << "\n";

@@ -152,6 +152,13 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   const std::string summary((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   EXPECT_NE(summary.find("256.00 MiB max batch"), std::string::npos) << summary;
   EXPECT_NE(summary.find("384.00 MiB max batch"), std::string::npos) << summary;
+  // The knee beside the largest batch: its batch and samples/s.
+  const auto finished = read_journal(journal);
+  EXPECT_NE(summary.find("256.00 MiB knee (samples/s)"), std::string::npos) << summary;
+  for (const auto& e : finished) {
+    ASSERT_GT(e["knee_batch"].get<int>(), 0) << e.dump(2);
+    EXPECT_NE(summary.find("| " + std::to_string(e["knee_batch"].get<int>()) + " ("), std::string::npos) << summary;
+  }
   std::ifstream csv(o.output_dir / "results.csv");
   int lines = 0;
   for (std::string l; std::getline(csv, l);) ++lines;
@@ -166,11 +173,19 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   copy["key"] = copy["key"].get<std::string>() + "-copy";
   copy["budget_report"]["usable_bytes"] = 257 * kMiB;
   other.push_back(copy);
+  // Rows come in grid order, not journal order: a smaller patch journalled last comes first.
+  nlohmann::json smaller = other[0];
+  smaller["patch"] = "8x32x32";
+  smaller["key"] = smaller["key"].get<std::string>() + "-smaller";
+  other.push_back(smaller);
   fs::create_directories(dir() / "report");
   write_reports(other, dir() / "report");
   std::ifstream md2(dir() / "report" / "summary.md");
   const std::string ranged((std::istreambuf_iterator<char>(md2)), std::istreambuf_iterator<char>());
   EXPECT_NE(ranged.find("256.00 MiB = 256.00 MiB to 257.00 MiB usable"), std::string::npos) << ranged;
+  ASSERT_NE(ranged.find("| 8x32x32 |"), std::string::npos) << ranged;
+  EXPECT_LT(ranged.find("| 8x32x32 |"), ranged.find("| 16x32x32 |")) << ranged;
+  EXPECT_LT(ranged.find("| 16x32x32 |"), ranged.find("| 16x32x48 |")) << ranged;
 
   // Plots: one model and patch get memory.png / throughput.png; several get a pair each.
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
