@@ -462,7 +462,8 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
       precision = static_cast<int>(train::parse_precision(e.value("precision", "")));
     } catch (const std::exception&) {
     }
-    return std::make_tuple(model_rank[e.value("model", "")], patch_voxels, precision, e.value("checkpoint", "") != "none");
+    const bool checkpointed = e.value("checkpoint", "") != "none";
+    return std::make_tuple(model_rank[e.value("model", "")], patch_voxels, precision, checkpointed);
   };
   std::stable_sort(row_order.begin(), row_order.end(),
                    [&](const std::string& a, const std::string& b) { return sort_key(a) < sort_key(b); });
