@@ -39,6 +39,11 @@ MemoryFit fit_memory(const std::vector<Probe>& probes) {
   return f;
 }
 
+namespace {
+// A fitting probe whose peak is within this fraction of the budget is at the cap.
+constexpr double kNearCap = 0.95;
+}  // namespace
+
 SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult r;
@@ -56,45 +61,51 @@ SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
     if (!run(b)) break;
   }
   const double usable = static_cast<double>(o.usable_bytes);
+  const auto bisect = [&] { return lo + (hi - lo) / 2; };
+  const auto step_up = [&] { return std::min(o.max_batch, lo + std::max<std::int64_t>(1, lo / 8)); };
   bool first = true;
   while (hi - lo > 1) {
-    // Predict from the two largest batches that fitted: the local slope follows memory that is not
-    // quite linear in the batch much better than a fit through every point.
-    std::vector<Probe> fitted;
+    std::vector<Probe> fitted;  // largest batch first
     for (const auto& p : r.probes)
       if (p.fits) fitted.push_back(p);
     std::sort(fitted.begin(), fitted.end(), [](const Probe& a, const Probe& b) { return a.batch > b.batch; });
-    if (fitted.size() > 2) fitted.resize(2);
-    const MemoryFit fit = fit_memory(fitted);
-    const bool usable_fit = fit.points >= 2 && fit.per_sample_bytes > 0;
-    std::int64_t next = usable_fit ? fit.predict(usable) : 0;
+    // Predict from the two largest batches that fitted: the local slope follows memory that is not
+    // quite linear in the batch much better than a fit through every point.
+    const MemoryFit local = fit_memory({fitted.begin(), fitted.begin() + std::min<std::size_t>(2, fitted.size())});
+    const bool usable_fit = local.points >= 2 && local.per_sample_bytes > 0;
+    std::int64_t next = usable_fit ? local.predict(usable) : 0;
     if (first) r.predicted = next;
     first = false;
+    // Memory near the cap is elastic: as the batch grows, cuDNN's autotuner settles for algorithms
+    // with smaller workspaces and the allocator gives back its cache. A probe within 5% of the cap
+    // that used over half a sample less than the line through the two largest probes below the cap
+    // predicts says little about where the boundary is; in the recorded H200 searches
+    // (experiments/results/h200/grid) it was 0-27% above such a probe. So step up an eighth, or
+    // bisect below a failure.
+    std::vector<Probe> below_cap;
+    for (const auto& p : fitted)
+      if (static_cast<double>(p.peak_reserved) < kNearCap * usable && below_cap.size() < 2) below_cap.push_back(p);
+    const MemoryFit line = fit_memory(below_cap);
+    const Probe* top = fitted.empty() ? nullptr : &fitted.front();
+    if (top && line.points >= 2 && line.per_sample_bytes > 0 && static_cast<double>(top->peak_reserved) >= kNearCap * usable &&
+        static_cast<double>(top->peak_reserved) < line.peak_at(top->batch) - 0.5 * line.per_sample_bytes) {
+      next = step_up();
+      run(next < hi ? next : bisect());
+      continue;
+    }
     // The model says the largest fitting batch is the answer: confirm by probing one above it.
     if (usable_fit) next = std::max(next, lo + 1);
     // When the model cannot place the next probe inside the open interval: a step of an eighth up
-    // while no failure has been seen, else bisection. Near the cap the local slope flattens or turns
-    // negative (the allocator and cuDNN give back what they can), and the boundary is then usually
-    // close: on the recorded H200 searches an eighth saves a probe where a quarter overshoots.
+    // while no failure has been seen, else bisection.
     if (!usable_fit || next >= hi) {
-      next = hi > o.max_batch ? std::min(o.max_batch, lo + std::max<std::int64_t>(1, lo / 8)) : lo + (hi - lo) / 2;
-      run(next);
+      run(hi > o.max_batch ? step_up() : bisect());
       continue;
     }
-    // A slope measured at small batches, extrapolated far, misses where memory curves (allocator
-    // rounding, fragmentation, per-sample workspaces): first measure just below the prediction,
-    // so that the next prediction extrapolates over a short distance only.
-    if (next > 2 * lo) {
-      const std::int64_t approach = std::max(lo + 1, static_cast<std::int64_t>(0.9 * static_cast<double>(next)));
-      if (approach < next) {
-        run(approach);
-        continue;
-      }
-    }
-    // A failing prediction is checked one below, which usually closes the interval; a fitting
-    // one is followed by the next prediction from the new largest pair.
+    // A failing prediction close above the largest fit is checked one below, which usually closes
+    // the interval; one extrapolated past twice that batch (a slope from batches 1 and 2 that
+    // workspaces dominate) is not, and the next prediction or bisection goes on from it.
     const std::int64_t previous_lo = lo;
-    if (!run(next) && next - 1 > previous_lo) run(next - 1);
+    if (!run(next) && next <= 2 * previous_lo && next - 1 > previous_lo) run(next - 1);
   }
   r.max_batch = lo;
   r.first_failing = hi <= o.max_batch ? hi : 0;

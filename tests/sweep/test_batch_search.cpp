@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <iterator>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
-#include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
 #include "voxfit/sweep/batch_search.h"
 
 namespace voxfit::sweep {
@@ -32,7 +37,7 @@ std::int64_t true_max(const std::function<double(std::int64_t)>& peak, double ca
   return b;
 }
 
-TEST(BatchSearch, LinearMemoryFindsTheExactBoundaryInFiveProbes) {
+TEST(BatchSearch, LinearMemoryFindsTheExactBoundaryInFourProbes) {
   const auto peak = [](std::int64_t b) { return 2.0e9 + 0.9e9 * static_cast<double>(b); };
   for (double cap : {5e9, 24e9, 48e9, 137e9}) {
     std::set<std::int64_t> seen;
@@ -41,7 +46,7 @@ TEST(BatchSearch, LinearMemoryFindsTheExactBoundaryInFiveProbes) {
     const auto r = find_max_batch(synthetic(peak, cap, &seen), o);
     EXPECT_EQ(r.max_batch, true_max(peak, cap)) << cap;
     EXPECT_EQ(r.first_failing, r.max_batch + 1);
-    EXPECT_LE(r.probes.size(), 5u) << cap;
+    EXPECT_LE(r.probes.size(), 4u) << cap;  // batches 1 and 2, the prediction, one above it
     EXPECT_NEAR(r.fit.per_sample_bytes, 0.9e9, 1.0);
   }
 }
@@ -58,9 +63,11 @@ TEST(BatchSearch, CurvedMemoryStillEndsOnAnObservedBoundary) {
       const auto r = find_max_batch(synthetic(peak, cap, &seen), o);
       EXPECT_EQ(r.max_batch, true_max(peak, cap));
       EXPECT_TRUE(seen.count(r.max_batch) && seen.count(r.max_batch + 1)) << "boundary not observed";
-      // A curved memory model costs more probes than a straight one (6 to 9 here); the boundary
-      // above is what must hold, this catches a search that wanders.
-      EXPECT_LE(r.probes.size(), 9u) << cap;
+      // A curved memory model costs more probes than a straight one (6 to 12 here: the concave
+      // curve flattens near the cap like the recorded ones below, and the search then steps an
+      // eighth up and bisects); the boundary above is what must hold, this catches a search that
+      // wanders.
+      EXPECT_LE(r.probes.size(), 12u) << cap;
     }
   }
 }
@@ -99,7 +106,7 @@ ProbeFn replay(const RecordedSearch& rec, std::set<std::int64_t>* seen) {
   };
 }
 
-TEST(BatchSearch, RecordedH200MemoryCurvesFindTheirBoundaryInNineProbes) {
+TEST(BatchSearch, RecordedH200MemoryCurvesFindTheirBoundaryInEightProbes) {
   const std::vector<RecordedSearch> recorded{
       {"unetr 24 GiB", 25043337216u, 29,
        {{1, 2174}, {2, 3056}, {22, 20468}, {25, 23008}, {26, 23830}, {27, 23590}, {28, 23770}, {29, 23730}}},
@@ -116,10 +123,45 @@ TEST(BatchSearch, RecordedH200MemoryCurvesFindTheirBoundaryInNineProbes) {
     EXPECT_EQ(r.max_batch, rec.max_batch) << rec.name;
     EXPECT_EQ(r.first_failing, rec.max_batch + 1) << rec.name;
     // The H200 searches took 10, 8, 7 and 8 probes with steps of a quarter past a flat fit.
-    EXPECT_LE(r.probes.size(), 9u) << rec.name;
+    EXPECT_LE(r.probes.size(), 8u) << rec.name;
     total += r.probes.size();
   }
-  EXPECT_LE(total, 31u) << "probes over the four recorded searches";
+  EXPECT_LE(total, 29u) << "probes over the four recorded searches";
+}
+
+// Every search of the H200 grid journal (experiments/results/h200/grid/results.jsonl, each point's
+// probes with their peaks), replayed: the search must end on each recorded boundary, and needs fewer
+// probes in all than the searches that recorded them (the first 52 points ran a search that
+// approached its prediction from 90% below and took 418 probes; replaying a point recorded by this
+// search gives its own probes back).
+TEST(BatchSearch, ReplayedGridSearchesEndOnTheirBoundariesInFewerProbes) {
+  const auto journal = test::source_dir() / "experiments" / "results" / "h200" / "grid" / "results.jsonl";
+  std::ifstream in(journal);
+  ASSERT_TRUE(in) << journal;
+  std::size_t points = 0, recorded = 0, replayed = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto e = nlohmann::json::parse(line);
+    RecordedSearch rec{"", e.at("budget_report").at("usable_bytes").get<std::uint64_t>(),
+                       e.at("max_batch").get<std::int64_t>(), {}};
+    const std::string name = e.at("key").get<std::string>();
+    rec.name = name.c_str();
+    for (const auto& j : e.at("probe_log")) {
+      const Probe p = probe_from_json(j);
+      if (p.fits) rec.mib.emplace_back(p.batch, static_cast<double>(p.peak_reserved) / 1048576.0);
+      ++recorded;
+    }
+    std::sort(rec.mib.begin(), rec.mib.end());
+    std::set<std::int64_t> seen;
+    SearchOptions o;
+    o.usable_bytes = rec.usable;
+    const auto r = find_max_batch(replay(rec, &seen), o);
+    EXPECT_EQ(r.max_batch, rec.max_batch) << name;
+    EXPECT_EQ(r.first_failing, e.at("first_failing").get<std::int64_t>()) << name;
+    replayed += r.probes.size();
+    ++points;
+  }
+  ASSERT_GE(points, 52u) << journal;
+  EXPECT_LT(replayed, recorded) << points << " searches";
 }
 
 TEST(BatchSearch, NothingFitsAndTheCap) {
