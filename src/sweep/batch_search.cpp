@@ -86,9 +86,9 @@ SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
     for (const auto& p : fitted)
       if (static_cast<double>(p.peak_reserved) < kNearCap * usable && below_cap.size() < 2) below_cap.push_back(p);
     const MemoryFit line = fit_memory(below_cap);
-    const Probe* top = fitted.empty() ? nullptr : &fitted.front();
-    if (top && line.points >= 2 && line.per_sample_bytes > 0 && static_cast<double>(top->peak_reserved) >= kNearCap * usable &&
-        static_cast<double>(top->peak_reserved) < line.peak_at(top->batch) - 0.5 * line.per_sample_bytes) {
+    const double top_peak = fitted.empty() ? 0.0 : static_cast<double>(fitted.front().peak_reserved);
+    if (top_peak >= kNearCap * usable && line.points >= 2 && line.per_sample_bytes > 0 &&
+        top_peak < line.peak_at(fitted.front().batch) - 0.5 * line.per_sample_bytes) {
       next = step_up();
       run(next < hi ? next : bisect());
       continue;
