@@ -32,6 +32,14 @@ std::string patch_text(const std::vector<std::int64_t>& patch) {
   return s;
 }
 
+// patch_text's inverse: "96x96x96" -> {96, 96, 96}.
+std::vector<std::int64_t> patch_from_text(const std::string& text) {
+  std::vector<std::int64_t> patch;
+  std::istringstream in(text);
+  for (std::string v; std::getline(in, v, 'x');) patch.push_back(std::atoll(v.c_str()));
+  return patch;
+}
+
 std::int64_t voxels(const std::vector<std::int64_t>& patch) {
   std::int64_t n = 1;
   for (auto v : patch) n *= v;
@@ -454,9 +462,7 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
   for (const auto& row : row_order) model_rank.emplace(row.substr(0, row.find(" | ")), model_rank.size());
   const auto sort_key = [&](const std::string& row) {
     const json& e = *rows[row].begin()->second;
-    std::int64_t patch_voxels = 1;
-    std::istringstream patch(e.value("patch", ""));
-    for (std::string v; std::getline(patch, v, 'x');) patch_voxels *= std::atoll(v.c_str());
+    const std::int64_t patch_voxels = voxels(patch_from_text(e.value("patch", "")));
     int precision = 99;
     try {
       precision = static_cast<int>(train::parse_precision(e.value("precision", "")));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iterator>
 #include <set>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "support/test_support.h"
 #include "voxfit/sweep/batch_search.h"
+#include "voxfit/sweep/sweep.h"
 
 namespace voxfit::sweep {
 namespace {
@@ -136,11 +136,8 @@ TEST(BatchSearch, RecordedH200MemoryCurvesFindTheirBoundaryInEightProbes) {
 // search gives its own probes back).
 TEST(BatchSearch, ReplayedGridSearchesEndOnTheirBoundariesInFewerProbes) {
   const auto journal = test::source_dir() / "experiments" / "results" / "h200" / "grid" / "results.jsonl";
-  std::ifstream in(journal);
-  ASSERT_TRUE(in) << journal;
   std::size_t points = 0, recorded = 0, replayed = 0;
-  for (std::string line; std::getline(in, line);) {
-    const auto e = nlohmann::json::parse(line);
+  for (const auto& e : read_journal(journal)) {
     if (e.contains("skipped")) continue;  // a point the sweep could not run has no probes
     RecordedSearch rec{"", e.at("budget_report").at("usable_bytes").get<std::uint64_t>(),
                        e.at("max_batch").get<std::int64_t>(), {}};
