@@ -332,13 +332,14 @@ namespace {
 // Plots of peak memory and throughput against the batch; returns summary.md's lines for them. A
 // sweep of one model and patch gets memory.png and throughput.png; a sweep of several gets a pair
 // per model and patch (memory-unetr-96x96x96.png, ...): a 72-point grid on one chart is unreadable.
-std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
+std::string write_plots(const std::vector<const json*>& entries, const fs::path& dir) {
   struct Group {
     std::string label;
     std::vector<const json*> entries;
   };
   std::vector<Group> groups;
-  for (const auto& e : entries) {
+  for (const json* entry : entries) {
+    const json& e = *entry;
     if (!e.contains("throughput") || e["throughput"].empty()) continue;
     const std::string label = e["model"].get<std::string>() + " " + e["patch"].get<std::string>();
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.label == label; });
@@ -372,10 +373,10 @@ std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
 
   std::ostringstream budget_lines;
   std::set<std::string> budgets;
-  for (const auto& e : entries)
-    if (e.contains("budget_report") && budgets.insert(e["budget"].get<std::string>()).second)
-      budget_lines << to_gib(e["budget_report"].value("usable_bytes", 0ull)) << " lc rgb 'black' dt "
-                   << budgets.size() + 1 << " lw 2 title '" << e["budget"].get<std::string>() << " usable', ";
+  for (const json* e : entries)
+    if (e->contains("budget_report") && budgets.insert((*e)["budget"].get<std::string>()).second)
+      budget_lines << to_gib((*e)["budget_report"].value("usable_bytes", 0ull)) << " lc rgb 'black' dt "
+                   << budgets.size() + 1 << " lw 2 title '" << (*e)["budget"].get<std::string>() << " usable', ";
 
   std::ostringstream gp, md;
   gp << "set terminal pngcairo size 1100,700 noenhanced\nset key outside right\nset grid\nset xlabel 'batch'\n"
@@ -415,19 +416,50 @@ std::string write_plots(const std::vector<json>& entries, const fs::path& dir) {
   return md.str();
 }
 
+// The entries in grid order, whatever order the journal's points ran in: models as first seen,
+// patches by size, precisions and checkpointing as the options list them (fp32 first, `none`
+// first), budgets as first journalled. The CSV, the table and the charts all follow it.
+std::vector<const json*> grid_order(const std::vector<json>& entries) {
+  std::map<std::string, std::size_t> model_rank, budget_rank;
+  for (const auto& e : entries) {
+    model_rank.emplace(e.value("model", ""), model_rank.size());
+    budget_rank.emplace(e.value("budget", ""), budget_rank.size());
+  }
+  const auto sort_key = [&](const json* e) {
+    const std::int64_t patch_voxels = voxels(patch_from_text(e->value("patch", "")));
+    int precision = 99;
+    try {
+      precision = static_cast<int>(train::parse_precision(e->value("precision", "")));
+    } catch (const std::exception&) {
+    }
+    const bool checkpointed = e->value("checkpoint", "") != "none";
+    return std::make_tuple(model_rank[e->value("model", "")], patch_voxels, precision, checkpointed,
+                           budget_rank[e->value("budget", "")]);
+  };
+  std::vector<const json*> ordered;
+  for (const auto& e : entries) ordered.push_back(&e);
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const json* a, const json* b) { return sort_key(a) < sort_key(b); });
+  return ordered;
+}
+
 }  // namespace
 
 void write_reports(const std::vector<json>& entries, const fs::path& dir) {
+  const std::vector<const json*> ordered = grid_order(entries);
   // results.csv: one row per configuration
   std::ostringstream csv;
   csv << "model,patch,precision,checkpoint,budget,usable_bytes,max_batch,first_failing,predicted,probes,seconds,"
          "samples_per_s,voxels_per_s,knee_batch,static_bytes,per_sample_bytes\n";
-  std::vector<std::string> budgets;
+  std::vector<std::string> budgets;  // as first journalled
+  for (const auto& e : entries)
+    if (std::find(budgets.begin(), budgets.end(), e.value("budget", "")) == budgets.end())
+      budgets.push_back(e.value("budget", ""));
   std::map<std::string, std::map<std::string, const json*>> rows;  // config -> budget -> entry
   std::vector<std::string> row_order;
-  for (const auto& e : entries) {
+  for (const json* entry : ordered) {
+    const json& e = *entry;
     const std::string budget = e.value("budget", "");
-    if (std::find(budgets.begin(), budgets.end(), budget) == budgets.end()) budgets.push_back(budget);
     const std::string row = e.value("model", "") + " | " + e.value("patch", "") + " | " + e.value("precision", "") +
                             " | " + e.value("checkpoint", "");
     if (!rows.count(row)) row_order.push_back(row);
@@ -456,23 +488,6 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
   md << "\n|---|---|---|---|";
   for (size_t i = 0; i < budgets.size(); ++i) md << "---:|---:|---:|---:|";
   md << "\n";
-  // Rows in grid order, whatever order the journal's points ran in: models as first seen, patches
-  // by size, precisions and checkpointing as the options list them (fp32 first, `none` first).
-  std::map<std::string, std::size_t> model_rank;
-  for (const auto& row : row_order) model_rank.emplace(row.substr(0, row.find(" | ")), model_rank.size());
-  const auto sort_key = [&](const std::string& row) {
-    const json& e = *rows[row].begin()->second;
-    const std::int64_t patch_voxels = voxels(patch_from_text(e.value("patch", "")));
-    int precision = 99;
-    try {
-      precision = static_cast<int>(train::parse_precision(e.value("precision", "")));
-    } catch (const std::exception&) {
-    }
-    const bool checkpointed = e.value("checkpoint", "") != "none";
-    return std::make_tuple(model_rank[e.value("model", "")], patch_voxels, precision, checkpointed);
-  };
-  std::stable_sort(row_order.begin(), row_order.end(),
-                   [&](const std::string& a, const std::string& b) { return sort_key(a) < sort_key(b); });
   for (const auto& row : row_order) {
     md << "| " << row << " |";
     for (const auto& b : budgets) {
@@ -531,7 +546,7 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
       break;
     }
 
-  md << write_plots(entries, dir);
+  md << write_plots(ordered, dir);
   write_file_atomic(dir / "summary.md", md.str());
 }
 

@@ -202,6 +202,8 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
         EXPECT_NE(ranged.find("](" + png + ")"), std::string::npos) << ranged;
       }
     EXPECT_FALSE(fs::exists(dir() / "report" / "memory.png"));
+    // The charts follow the table's grid order too.
+    EXPECT_LT(ranged.find("](memory-unet3d-8x32x32.png)"), ranged.find("](memory-unet3d-16x32x32.png)")) << ranged;
   }
 }
 
