@@ -53,6 +53,7 @@ std::string first_line(const std::string& s) {
 
 int run(int argc, char** argv) {
   memory::default_cuda_allocator_settings();
+  memory::default_host_allocator_settings();
   const Args all(argv + 1, argv + argc);
   if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
     print_usage(std::cout);

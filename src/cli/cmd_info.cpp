@@ -9,6 +9,7 @@
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
 #include "voxfit/io/library_versions.h"
+#include "voxfit/memory/budget.h"
 
 namespace voxfit::cli {
 
@@ -33,6 +34,12 @@ int cmd_info(const Args& args) {
   row("threads", "intra-op " + std::to_string(at::get_num_threads()) + ", inter-op " +
                      std::to_string(at::get_num_interop_threads()) + ", hardware " +
                      std::to_string(hardware_threads()));
+  std::string allocators = "host: " + memory::host_allocator_settings();
+  if (cuda_available()) {
+    const std::string conf = memory::cuda_allocator_settings();
+    allocators += "; CUDA: " + (conf.empty() ? std::string("LibTorch defaults") : conf);
+  }
+  row("allocators", allocators);
   std::printf("devices\n");
   const HostMemory host = host_memory();
   row("cpu", std::to_string(hardware_threads()) + " threads, " + format_bytes(host.total_bytes) +

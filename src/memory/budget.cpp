@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -15,6 +17,9 @@
 #include "voxfit/core/units.h"
 #include "voxfit/memory/cpu_budget.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if defined(VOXFIT_WITH_CUDA)
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
@@ -176,6 +181,42 @@ void default_cuda_allocator_settings() {
 std::string cuda_allocator_settings() {
   const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
   return conf ? conf : "";
+}
+
+namespace {
+
+std::atomic<bool> host_allocator_set{false};
+
+bool user_set_malloc_tunables() {
+  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"})
+    if (std::getenv(name) != nullptr) return true;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  return tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr;
+}
+
+}  // namespace
+
+bool default_host_allocator_settings() {
+#if defined(__GLIBC__)
+  if (host_allocator_set.load()) return true;
+  if (user_set_malloc_tunables()) return false;
+  // glibc documents -1 as "disables trimming completely" (mallopt(3)).
+  if (mallopt(M_MMAP_MAX, 0) != 1 || mallopt(M_TRIM_THRESHOLD, -1) != 1) return false;
+  host_allocator_set.store(true);
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string host_allocator_settings() {
+#if defined(__GLIBC__)
+  if (host_allocator_set.load()) return "glibc, freed blocks kept (mmap off, no trim)";
+  if (user_set_malloc_tunables()) return "glibc, as GLIBC_TUNABLES / MALLOC_*_ set it";
+  return "glibc defaults";
+#else
+  return "not glibc";
+#endif
 }
 
 }  // namespace voxfit::memory

@@ -163,6 +163,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"budget", budget.label()},
           {"budget_report", budget_report},
           {"allocator", memory::cuda_allocator_settings()},
+          {"host_allocator", memory::host_allocator_settings()},
           {"dataset", plan.dataset_name},
           {"max_batch", r.max_batch},
           {"first_failing", r.first_failing},

@@ -3,6 +3,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <cstring>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "support/test_support.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
@@ -96,6 +102,35 @@ TEST(ScopedBudgetCpu, NoBudgetStillCounts) {
   ASSERT_TRUE(stats.has_value());
   EXPECT_EQ(stats->current_bytes, 4000u);
   EXPECT_EQ(stats->ooms, 0u);
+}
+
+// voxfit's main (and the test binaries, tests/support) keep freed host blocks in the process: a
+// block far over glibc's 32 MiB mmap threshold comes from the arena, stays there when freed, and
+// the next block of its size reuses it instead of mapping (and zero-filling) fresh pages.
+TEST(HostAllocator, FreedLargeBlocksStayInTheProcessForTheNextAllocation) {
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
+  if (!default_host_allocator_settings())
+    GTEST_SKIP() << "glibc's malloc tunables are set in the environment (" << host_allocator_settings() << ")";
+  EXPECT_EQ(host_allocator_settings(), "glibc, freed blocks kept (mmap off, no trim)");
+  constexpr std::size_t kBlock = 256 * kMiB;
+  const struct mallinfo2 before = mallinfo2();
+  char* volatile first = static_cast<char*>(std::malloc(kBlock));  // volatile: never elided
+  ASSERT_NE(first, nullptr);
+  std::memset(first, 1, kBlock);
+  const struct mallinfo2 held = mallinfo2();
+  EXPECT_EQ(held.hblkhd, before.hblkhd) << "the block was mapped on its own";
+  EXPECT_GE(held.arena, before.arena + kBlock);
+  std::free(first);
+  const struct mallinfo2 freed = mallinfo2();
+  EXPECT_EQ(freed.arena, held.arena) << "the arena was trimmed";
+  EXPECT_GE(freed.fordblks, kBlock);
+  char* volatile second = static_cast<char*>(std::malloc(kBlock));
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(mallinfo2().arena, freed.arena) << "the second block did not reuse the first one's memory";
+  std::free(second);
+#else
+  GTEST_SKIP() << "not glibc >= 2.33 (" << host_allocator_settings() << ")";
+#endif
 }
 
 }  // namespace

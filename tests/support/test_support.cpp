@@ -9,11 +9,15 @@
 #include "voxfit/data/preprocess.h"
 #include "voxfit/io/dataset.h"
 #include "voxfit/io/volume_io.h"
+#include "voxfit/memory/budget.h"
 #include <sstream>
 
 namespace voxfit::test {
 
 namespace {
+// The test binaries run with the host allocator settings of voxfit's main (cli::run).
+[[maybe_unused]] const bool host_allocator_configured = memory::default_host_allocator_settings();
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;

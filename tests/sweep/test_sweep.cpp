@@ -8,6 +8,7 @@
 #include "support/test_support.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
+#include "voxfit/memory/budget.h"
 #include "voxfit/memory/oom.h"
 #include "voxfit/sweep/sweep.h"
 
@@ -137,6 +138,7 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   auto entries = read_journal(journal);
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_LT(entries[0]["max_batch"].get<int>(), entries[1]["max_batch"].get<int>());
+  EXPECT_EQ(entries[0].value("host_allocator", ""), memory::host_allocator_settings());
 
   runs = 0;
   run_sweep(o, [&](const nlohmann::json&) { ++runs; });

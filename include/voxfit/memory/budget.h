@@ -82,6 +82,20 @@ void default_cuda_allocator_settings();
 /// PYTORCH_CUDA_ALLOC_CONF as this process runs with it ("" when unset), for result files.
 std::string cuda_allocator_settings();
 
+/// Run first thing in main, like default_cuda_allocator_settings: with glibc's malloc, freed host
+/// blocks stay in the process for the next allocation (mallopt M_MMAP_MAX 0: no mmap per large
+/// block; M_TRIM_THRESHOLD -1: no trimming) unless the user set glibc's malloc tunables
+/// (GLIBC_TUNABLES glibc.malloc.*, MALLOC_*_). By default glibc maps every block over 32 MiB
+/// afresh and unmaps it on free, so each training step on the CPU zero-fills its activations'
+/// pages again: the quickstart's UNet at batch 13 spent 4.5 of its 6 minutes in the kernel and
+/// trained 1.2 samples/s instead of 6.3 (docs/performance-notes.md entry 13). This is what
+/// PyTorch's CPU performance guides get from jemalloc or tcmalloc. Returns whether it set them.
+bool default_host_allocator_settings();
+/// The host allocator's settings as this process runs with them, for `voxfit info` and result
+/// files: "glibc, freed blocks kept (mmap off, no trim)", "glibc, as GLIBC_TUNABLES / MALLOC_*_
+/// set it", "glibc defaults" or "not glibc".
+std::string host_allocator_settings();
+
 /// Computes the report for `spec` on `device` without capping anything (on CUDA it measures the
 /// overhead). BudgetError when the budget cannot be honoured here: larger than this GPU (or this
 /// host's RAM on CPU), or no larger than the measured overhead.
