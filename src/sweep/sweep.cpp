@@ -417,15 +417,21 @@ std::string write_plots(const std::vector<const json*>& entries, const fs::path&
   return md.str();
 }
 
+// The values of `field` in the order the entries first show them.
+std::vector<std::string> first_seen(const std::vector<json>& entries, const char* field) {
+  std::vector<std::string> values;
+  for (const auto& e : entries)
+    if (std::find(values.begin(), values.end(), e.value(field, "")) == values.end()) values.push_back(e.value(field, ""));
+  return values;
+}
+
 // The entries in grid order, whatever order the journal's points ran in: models as first seen,
 // patches by size, precisions and checkpointing as the options list them (fp32 first, `none`
 // first), budgets as first journalled. The CSV, the table and the charts all follow it.
 std::vector<const json*> grid_order(const std::vector<json>& entries) {
   std::map<std::string, std::size_t> model_rank, budget_rank;
-  for (const auto& e : entries) {
-    model_rank.emplace(e.value("model", ""), model_rank.size());
-    budget_rank.emplace(e.value("budget", ""), budget_rank.size());
-  }
+  for (const auto& m : first_seen(entries, "model")) model_rank.emplace(m, model_rank.size());
+  for (const auto& b : first_seen(entries, "budget")) budget_rank.emplace(b, budget_rank.size());
   const auto sort_key = [&](const json* e) {
     const std::int64_t patch_voxels = voxels(patch_from_text(e->value("patch", "")));
     int precision = 99;
@@ -452,10 +458,7 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
   std::ostringstream csv;
   csv << "model,patch,precision,checkpoint,budget,usable_bytes,max_batch,first_failing,predicted,probes,seconds,"
          "samples_per_s,voxels_per_s,knee_batch,static_bytes,per_sample_bytes\n";
-  std::vector<std::string> budgets;  // as first journalled
-  for (const auto& e : entries)
-    if (std::find(budgets.begin(), budgets.end(), e.value("budget", "")) == budgets.end())
-      budgets.push_back(e.value("budget", ""));
+  const std::vector<std::string> budgets = first_seen(entries, "budget");
   std::map<std::string, std::map<std::string, const json*>> rows;  // config -> budget -> entry
   std::vector<std::string> row_order;
   for (const json* entry : ordered) {

@@ -88,7 +88,7 @@ std::string cuda_allocator_settings();
 /// (GLIBC_TUNABLES glibc.malloc.*, MALLOC_*_). By default glibc maps every block over 32 MiB
 /// afresh and unmaps it on free, so each training step on the CPU zero-fills its activations'
 /// pages again: the quickstart's UNet at batch 13 spent 4.5 of its 6 minutes in the kernel and
-/// trained 1.2 samples/s instead of 6.3 (docs/performance-notes.md entry 13). This is what
+/// trained 1.2 samples/s instead of 6.4 (docs/performance-notes.md entry 13). This is what
 /// PyTorch's CPU performance guides get from jemalloc or tcmalloc. Returns whether it set them.
 bool default_host_allocator_settings();
 /// The host allocator's settings as this process runs with them, for `voxfit info` and result
