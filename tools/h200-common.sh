@@ -3,6 +3,8 @@
 #   VOXFIT_BIN     the voxfit binary (default build-cuda/voxfit)
 #   VOXFIT_SHARED  the staged shared folder (default .shared-data, see tools/stage-device-data.sh)
 #   WORK           scratch folder (default /tmp/voxfit-work)
+# A carried .devdeps replaces the machine's folder, env included: unpack again when env is gone.
+[ -f .devdeps/env ] || { [ -f .devdeps/unpack-deps.sh ] && bash .devdeps/unpack-deps.sh -q; }
 [ -f .devdeps/env ] && source .devdeps/env
 vf=${VOXFIT_BIN:-build-cuda/voxfit}
 ts=${VOXFIT_SHARED:-$PWD/.shared-data}/data/totalsegmentator
