@@ -3,6 +3,8 @@
 // other modules see).
 #include <itkImage.h>
 
+#include <array>
+#include <cstdint>
 #include <cstring>
 
 #include "voxfit/core/volume.h"
@@ -11,23 +13,32 @@ namespace voxfit::io {
 
 using FloatImage = itk::Image<float, 3>;
 
-inline FloatImage::Pointer to_itk_image(const Volume& v) {
-  const auto size = v.size();
-  FloatImage::Pointer image = FloatImage::New();
-  FloatImage::SizeType s;
+/// ITK's size, spacing, origin and direction for a grid of `size` voxels (x, y, z) with `geometry`.
+struct ItkGrid {
+  FloatImage::SizeType size;
   FloatImage::SpacingType spacing;
   FloatImage::PointType origin;
   FloatImage::DirectionType direction;
+};
+
+inline ItkGrid to_itk_grid(const std::array<std::int64_t, 3>& size, const Geometry& geometry) {
+  ItkGrid g;
   for (unsigned i = 0; i < 3; ++i) {
-    s[i] = static_cast<itk::SizeValueType>(size[i]);
-    spacing[i] = v.geometry.spacing[i];
-    origin[i] = v.geometry.origin[i];
-    for (unsigned j = 0; j < 3; ++j) direction[i][j] = v.geometry.direction[i * 3 + j];
+    g.size[i] = static_cast<itk::SizeValueType>(size[i]);
+    g.spacing[i] = geometry.spacing[i];
+    g.origin[i] = geometry.origin[i];
+    for (unsigned j = 0; j < 3; ++j) g.direction[i][j] = geometry.direction[i * 3 + j];
   }
-  image->SetRegions(FloatImage::RegionType(s));
-  image->SetSpacing(spacing);
-  image->SetOrigin(origin);
-  image->SetDirection(direction);
+  return g;
+}
+
+inline FloatImage::Pointer to_itk_image(const Volume& v) {
+  const ItkGrid g = to_itk_grid(v.size(), v.geometry);
+  FloatImage::Pointer image = FloatImage::New();
+  image->SetRegions(FloatImage::RegionType(g.size));
+  image->SetSpacing(g.spacing);
+  image->SetOrigin(g.origin);
+  image->SetDirection(g.direction);
   image->Allocate();
   const torch::Tensor data = v.data.to(torch::kFloat32).contiguous();
   std::memcpy(image->GetBufferPointer(), data.data_ptr<float>(),

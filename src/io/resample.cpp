@@ -31,20 +31,11 @@ Volume resample_to_grid(const Volume& volume, const std::array<std::int64_t, 3>&
       filter->SetInterpolator(itk::LinearInterpolateImageFunction<FloatImage, double>::New());
     else
       filter->SetInterpolator(itk::NearestNeighborInterpolateImageFunction<FloatImage, double>::New());
-    FloatImage::SizeType s;
-    FloatImage::SpacingType spacing;
-    FloatImage::PointType origin;
-    FloatImage::DirectionType direction;
-    for (unsigned i = 0; i < 3; ++i) {
-      s[i] = static_cast<itk::SizeValueType>(size[i]);
-      spacing[i] = geometry.spacing[i];
-      origin[i] = geometry.origin[i];
-      for (unsigned j = 0; j < 3; ++j) direction[i][j] = geometry.direction[i * 3 + j];
-    }
-    filter->SetSize(s);
-    filter->SetOutputSpacing(spacing);
-    filter->SetOutputOrigin(origin);
-    filter->SetOutputDirection(direction);
+    const ItkGrid grid = to_itk_grid(size, geometry);
+    filter->SetSize(grid.size);
+    filter->SetOutputSpacing(grid.spacing);
+    filter->SetOutputOrigin(grid.origin);
+    filter->SetOutputDirection(grid.direction);
     filter->SetDefaultPixelValue(0.0f);
     filter->Update();
     Volume out = from_itk_image(filter->GetOutput());

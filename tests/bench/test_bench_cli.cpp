@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "bench/reference_line.h"
 #include "support/test_support.h"
 #include "voxfit/bench/benchmark.h"
 #include "voxfit/core/error.h"
@@ -16,11 +17,6 @@ namespace voxfit {
 namespace {
 
 using test::run_voxfit;
-
-// The reference's format (see test_benchmark.cpp), for one line of output.
-const std::regex kLineFormat(
-    R"(^Namespace\(device=(\d+|'cpu'), model='[a-z0-9_]+', precision='(float16|float32)', )"
-    R"(train=(True|False)\)( Iteration \d+, \d+\.\d{2} images/s in \d+\.\d{3}s\.)+$)");
 
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;
@@ -40,7 +36,7 @@ TEST_F(BenchCli, Resnet50PrintsTheReferenceLineSummaryAndJson) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = lines_of(r.out);
   ASSERT_GE(lines.size(), 5u) << r.out;
-  EXPECT_TRUE(std::regex_match(lines[0], kLineFormat)) << lines[0];
+  EXPECT_TRUE(std::regex_match(lines[0], test::reference_line_format())) << lines[0];
   EXPECT_EQ(lines[0].rfind("Namespace(device='cpu', model='resnet50', precision='float32', train=False) "
                            "Iteration 0, ",
                            0),
@@ -74,7 +70,7 @@ TEST_F(BenchCli, TrainingRunSaysTrueAndComparesWithNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = lines_of(r.out);
   ASSERT_GE(lines.size(), 3u) << r.out;
-  EXPECT_TRUE(std::regex_match(lines[0], kLineFormat)) << lines[0];
+  EXPECT_TRUE(std::regex_match(lines[0], test::reference_line_format())) << lines[0];
   EXPECT_NE(lines[0].find("train=True)"), std::string::npos);
   EXPECT_EQ(r.out.find("vs rtx3090"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("vs published: none (the published numbers are for inference)"), std::string::npos);

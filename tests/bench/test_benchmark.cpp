@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "bench/reference_line.h"
 #include "support/test_support.h"
 #include "voxfit/bench/benchmark.h"
 #include "voxfit/bench/reference_table.h"
@@ -24,11 +25,6 @@ const char* const kReferenceSample =
     "Namespace(device=0, model='resnet50', precision='float16', train=False) Iteration 0, 2294.06 "
     "images/s in 0.837s. Iteration 1, 2391.29 images/s in 0.803s.";
 
-// Built from the sample: argparse's Namespace repr (a CPU device prints as the string 'cpu'),
-// then "Iteration N, X.XX images/s in Y.YYYs." items separated by single spaces.
-const std::regex kLineFormat(
-    R"(^Namespace\(device=(\d+|'cpu'), model='[a-z0-9_]+', precision='(float16|float32)', )"
-    R"(train=(True|False)\)( Iteration \d+, \d+\.\d{2} images/s in \d+\.\d{3}s\.)+$)");
 const std::regex kIterationItem(R"(Iteration (\d+), (\d+\.\d{2}) images/s in (\d+\.\d{3})s\.)");
 
 // The smallest network the protocol can time: one convolution (so it counts as convolutional for
@@ -90,12 +86,12 @@ std::vector<bench::ReferenceRow> shipped_table() {
 class Bench : public test::TempDirTest {};
 
 TEST_F(Bench, FormatRegexAcceptsTheReferenceSample) {
-  EXPECT_TRUE(std::regex_match(kReferenceSample, kLineFormat));
+  EXPECT_TRUE(std::regex_match(kReferenceSample, test::reference_line_format()));
   // ...and is strict enough to reject near misses.
-  EXPECT_FALSE(std::regex_match(std::string(kReferenceSample) + " ", kLineFormat));
+  EXPECT_FALSE(std::regex_match(std::string(kReferenceSample) + " ", test::reference_line_format()));
   EXPECT_FALSE(std::regex_match(std::string("Namespace(device=0, model='resnet50', precision='float16', "
                                             "train=False) Iteration 0, 2294.1 images/s in 0.837s."),
-                                kLineFormat));
+                                test::reference_line_format()));
 }
 
 TEST_F(Bench, PrintedLineMatchesTheReferenceFormatAndStreamsEachIteration) {
@@ -104,7 +100,7 @@ TEST_F(Bench, PrintedLineMatchesTheReferenceFormatAndStreamsEachIteration) {
   const BenchResult r =
       bench::run_benchmark(tiny_net(o), o, [&](const IterationTiming& it) { streamed.push_back(it.index); });
   const std::string line = bench::reference_line(r);
-  EXPECT_TRUE(std::regex_match(line, kLineFormat)) << line;
+  EXPECT_TRUE(std::regex_match(line, test::reference_line_format())) << line;
   EXPECT_EQ(line.rfind("Namespace(device='cpu', model='tiny', precision='float32', train=False) Iteration 0, ", 0), 0u)
       << line;
   EXPECT_EQ(streamed, (std::vector<int>{0, 1, 2, 3}));

@@ -176,7 +176,9 @@ TEST(GradientSynchronizer, NcclWorldSizeOneKeepsTheGradient) {
   const auto synced = grads_of(net);
   for (std::size_t k = 0; k < alone.size(); ++k) {
     ASSERT_EQ(alone[k].defined(), synced[k].defined());
-    if (alone[k].defined()) EXPECT_TRUE(torch::equal(alone[k].cpu(), synced[k].cpu())) << "parameter " << k;
+    if (alone[k].defined()) {
+      EXPECT_TRUE(torch::equal(alone[k].cpu(), synced[k].cpu())) << "parameter " << k;
+    }
   }
   EXPECT_EQ(comm.sum(2.5), 2.5);
 }

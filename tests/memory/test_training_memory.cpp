@@ -12,7 +12,6 @@
 namespace voxfit::memory {
 namespace {
 
-const c10::Device kCpu(c10::kCPU);
 constexpr int64_t kSide = 16;
 
 struct TinyNetImpl : torch::nn::Module {
@@ -78,7 +77,7 @@ void train_step(Trainee& t, MemoryTracker* tracker, int64_t batch) {
 TEST(TrainingMemory, LooseCapTrainsAndPhasePeaksAreSensible) {
   const ScopedCpuBudget budget(256 * kMiB);
   Trainee t;
-  MemoryTracker tracker(kCpu);
+  MemoryTracker tracker(torch::kCPU);
   tracker.reset();
   for (int step = 0; step < 2; ++step) train_step(t, &tracker, 4);
   tracker.set_static_tensors(t.params(), t.grads(), t.optimizer_state());
@@ -111,7 +110,7 @@ TEST(TrainingMemory, LooseCapTrainsAndPhasePeaksAreSensible) {
 TEST(TrainingMemory, TightCapRunsOutOfMemory) {
   const ScopedCpuBudget budget(kMiB);
   Trainee t;
-  MemoryTracker tracker(kCpu);
+  MemoryTracker tracker(torch::kCPU);
   tracker.reset();
   EXPECT_THROW(train_step(t, &tracker, 4), c10::OutOfMemoryError);
   EXPECT_EQ(tracker.profile().ooms, 1u);
@@ -124,9 +123,9 @@ TEST(TrainingMemory, FiftyForcedOomsLeaveAllocatedBytesAtBaseline) {
   const ScopedCpuBudget budget(48 * kMiB);
   Trainee t;
   train_step(t, nullptr, 1);  // gradients and optimiser state exist from here on
-  MemoryTracker tracker(kCpu);
+  MemoryTracker tracker(torch::kCPU);
   tracker.reset();
-  const std::uint64_t baseline = current_allocated_bytes(kCpu);
+  const std::uint64_t baseline = current_allocated_bytes(torch::kCPU);
   EXPECT_EQ(baseline, storage_bytes(t.params()) + storage_bytes(t.grads()) + storage_bytes(t.optimizer_state()));
   for (int i = 0; i < 50; ++i) {
     // Batch 512 runs out at the first activation (64 MiB); batch 64 later, with activations of
@@ -141,12 +140,12 @@ TEST(TrainingMemory, FiftyForcedOomsLeaveAllocatedBytesAtBaseline) {
     // What the search does after an OOM: reset what a failed backward may have accumulated
     // into the gradients, then recover.
     t.zero_grads();
-    recover_after_oom(kCpu);
-    ASSERT_EQ(current_allocated_bytes(kCpu), baseline) << "after forced OOM " << i + 1;
+    recover_after_oom(torch::kCPU);
+    ASSERT_EQ(current_allocated_bytes(torch::kCPU), baseline) << "after forced OOM " << i + 1;
   }
   EXPECT_EQ(budget.stats().ooms, 50u);
   EXPECT_NO_THROW(train_step(t, nullptr, 2)) << "a batch that fits still trains after the OOMs";
-  EXPECT_EQ(current_allocated_bytes(kCpu), baseline);
+  EXPECT_EQ(current_allocated_bytes(torch::kCPU), baseline);
 }
 
 }  // namespace
