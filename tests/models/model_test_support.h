@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct SmallNet {
   int in_channels;
   int classes;
 };
+
+/// GoogleTest prints a test's parameter in its log: the network's name, not the struct's bytes.
+inline void PrintTo(const SmallNet& n, std::ostream* os) { *os << n.model; }
 
 /// One small, fast setting per network (all code paths: DS heads, shifted windows with padding,
 /// shrunken windows, v2 blocks, projection shortcuts).

@@ -20,6 +20,8 @@ struct ShapeCase {
   Shapes eval;
 };
 
+void PrintTo(const ShapeCase& c, std::ostream* os) { *os << c.label; }
+
 class NetworkShapes : public ::testing::TestWithParam<ShapeCase> {};
 
 Shapes shapes_of(const std::vector<torch::Tensor>& ts) {

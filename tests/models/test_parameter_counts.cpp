@@ -22,6 +22,8 @@ struct CountCase {
   int64_t expected;
 };
 
+void PrintTo(const CountCase& c, std::ostream* os) { *os << c.label; }
+
 class ParameterCount : public ::testing::TestWithParam<CountCase> {};
 
 TEST_P(ParameterCount, MatchesReferenceImplementation) {
