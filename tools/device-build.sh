@@ -20,7 +20,8 @@ fi
 echo "device-build: built in $(( $(date +%s) - start )) s"
 source .devdeps/env
 if [ "${1:-}" != --no-tests ]; then
-  (cd build-cuda && ctest --output-on-failure -j8 >"$out/ctest.log" 2>&1)
+  # tools/test.sh (the build is done; it gives each of the 8 jobs its share of the cores).
+  VOXFIT_TEST_JOBS=8 bash tools/test.sh >"$out/ctest.log" 2>&1
   tail -4 "$out/ctest.log"
   grep -E "Failed|\*\*\*" "$out/ctest.log" | head -20
 fi

@@ -5,4 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/build.sh
 cd "$BUILD_DIR"
-ctest --output-on-failure -j"${VOXFIT_TEST_JOBS:-$(nproc)}" "$@"
+jobs=${VOXFIT_TEST_JOBS:-$(nproc)}
+# LibTorch gives every test process one intra-op thread per core unless OMP_NUM_THREADS says
+# otherwise: 8 jobs on the 16-core GPU machine ran up to 128 threads, and a CPU test there took
+# up to 17x its time on the 2-core CI machine (docs/performance-notes.md, entry 15). Share the cores.
+threads=$(( $(nproc) / jobs ))
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( threads > 0 ? threads : 1 ))}
+ctest --output-on-failure -j"$jobs" "$@"

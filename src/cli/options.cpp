@@ -13,8 +13,6 @@ namespace voxfit::cli {
 
 namespace {
 
-constexpr int kMaxThreads = 4096;
-
 // Boost.Program_options formats its error messages by replacing placeholders such as %value% with
 // the offending text; a value that itself holds a placeholder makes that loop forever (voxfit
 // hung on `--lr %value%`). Such text is refused before Boost sees it.
@@ -128,7 +126,6 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     throw ConfigError(where + ": " + e.what() + " (see 'voxfit " + spec.name + " --help')");
   }
   const int threads = vm["threads"].as<int>();
-  // A thread pool of millions of threads would abort the process at the first parallel region.
   if (threads < 0 || threads > kMaxThreads)
     throw ConfigError(threads_from + ": --threads must be in 0.." + std::to_string(kMaxThreads));
   configure_threads(threads);

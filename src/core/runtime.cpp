@@ -5,9 +5,13 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "voxfit/core/error.h"
 
 #if defined(VOXFIT_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -74,8 +78,24 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+int threads_from_environment() {
+  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(value, &end, 10);
+    if (end == value || errno != 0 || n < 1 || n > kMaxThreads || (*end != '\0' && *end != ','))
+      throw ConfigError(std::string(name) + "=" + value + ": not a thread count in 1.." + std::to_string(kMaxThreads));
+    return static_cast<int>(n);
+  }
+  return 0;
+}
+
 int configure_threads(int intra_op_threads) {
-  const int n = intra_op_threads > 0 ? intra_op_threads : hardware_threads();
+  int n = intra_op_threads;
+  if (n <= 0) n = threads_from_environment();
+  if (n <= 0) n = hardware_threads();
   at::set_num_threads(n);
   return at::get_num_threads();
 }

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
 
 #include "support/test_support.h"
 
@@ -38,6 +42,60 @@ TEST_F(Cli, InfoReportsVersionsDevicesAndThreads) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* k : {"voxfit", "LibTorch", "ITK", "HDF5", "Boost", "cuDNN", "intra-op 2", "cpu"})
     EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+}
+
+// Sets an environment variable (or unsets it, for nullptr) for one scope; voxfit children inherit it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// PyTorch's habit, which cluster users rely on: OMP_NUM_THREADS (else MKL_NUM_THREADS) sets the
+// intra-op threads unless --threads says otherwise; without either, one per hardware thread.
+TEST_F(Cli, ThreadsFollowOmpNumThreadsUnlessTheOptionIsGiven) {
+  const ScopedEnv mkl("MKL_NUM_THREADS", nullptr);
+  {
+    const ScopedEnv omp("OMP_NUM_THREADS", nullptr);
+    const auto r = run_voxfit("info");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string hw = std::to_string(std::thread::hardware_concurrency());
+    EXPECT_NE(r.out.find("intra-op " + hw + ", inter-op 1, hardware " + hw), std::string::npos) << r.out;
+  }
+  {
+    const ScopedEnv omp("OMP_NUM_THREADS", "3,1");
+    auto r = run_voxfit("info");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("intra-op 3,"), std::string::npos) << r.out;
+    r = run_voxfit("info --threads 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("intra-op 2,"), std::string::npos) << r.out;
+  }
+  {
+    const ScopedEnv omp("OMP_NUM_THREADS", nullptr);
+    const ScopedEnv mkl5("MKL_NUM_THREADS", "5");
+    const auto r = run_voxfit("info");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("intra-op 5,"), std::string::npos) << r.out;
+  }
+  for (const char* bad : {"lots", "0", "-2", "100000000", "4x"}) {
+    const ScopedEnv omp("OMP_NUM_THREADS", bad);
+    const auto r = run_voxfit("info");
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    // libgomp warns of most of these itself, before main; voxfit's own error is one line after it.
+    const auto ours = r.err.find("voxfit: error: OMP_NUM_THREADS=" + std::string(bad) + ": ");
+    ASSERT_NE(ours, std::string::npos) << r.err;
+    EXPECT_EQ(count_lines(r.err.substr(ours)), 1u) << r.err;
+  }
 }
 
 TEST_F(Cli, BadOptionIsOneLineAndExitTwo) {

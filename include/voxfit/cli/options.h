@@ -37,6 +37,6 @@ std::vector<std::string> without_options(const std::vector<std::string>& args, c
 
 /// The threads option every command takes, applied by parse_command.
 inline constexpr const char* kThreadsHelp =
-    "intra-op CPU threads for LibTorch (0 = one per hardware thread)";
+    "intra-op CPU threads for LibTorch (0 = OMP_NUM_THREADS if set, else one per hardware thread)";
 
 }  // namespace voxfit::cli

@@ -29,8 +29,18 @@ std::string cuda_runtime_version();
 /// "9.10.2" or "none".
 std::string cudnn_version();
 
-/// Sets LibTorch's intra-op threads (0 = one per hardware thread) and returns the count in effect.
-/// Debian's LibTorch otherwise runs on a single thread.
+/// The most intra-op threads voxfit accepts: a pool of millions of threads would abort the process
+/// at its first parallel region.
+inline constexpr int kMaxThreads = 4096;
+
+/// The intra-op threads the environment asks for, read as PyTorch reads them: OMP_NUM_THREADS, else
+/// MKL_NUM_THREADS (the first level of a list such as "4,2"); 0 when neither is set. A value that
+/// is not a count in 1..kMaxThreads is a ConfigError naming the variable.
+int threads_from_environment();
+
+/// Sets LibTorch's intra-op threads and returns the count in effect. 0 means the environment's
+/// count (threads_from_environment), else one per hardware thread; Debian's LibTorch otherwise
+/// runs on a single thread.
 int configure_threads(int intra_op_threads);
 /// Logical CPUs of this machine.
 int hardware_threads();
