@@ -69,7 +69,8 @@ TEST_F(Cli, ThreadsFollowOmpNumThreadsUnlessTheOptionIsGiven) {
     const auto r = run_voxfit("info");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string hw = std::to_string(std::thread::hardware_concurrency());
-    EXPECT_NE(r.out.find("intra-op " + hw + ", inter-op 1, hardware " + hw), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("intra-op " + hw + ","), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("hardware " + hw), std::string::npos) << r.out;
   }
   {
     const ScopedEnv omp("OMP_NUM_THREADS", "3,1");
