@@ -8,6 +8,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/kernels/instance_norm_act.h"
 
 namespace voxfit::cli {
 
@@ -91,7 +92,11 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
   generic.add_options()("help,h", "print this help and exit")(
       "config", po::value<std::string>()->value_name("FILE.ini"),
       "read options from an .ini file (the command line wins)")(
-      "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp);
+      "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp)(
+      "kernels", po::value<std::string>()->default_value("aten")->value_name("MODE"),
+      "aten: LibTorch's own operators, the reference path; fused: voxfit's CUDA kernels where they "
+      "apply (instance norm + activation + residual on CUDA tensors of a CUDA build; not yet "
+      "verified on a GPU, hence not the default)");
   po::options_description visible;
   visible.add(spec.options).add(generic);
   po::options_description all;
@@ -129,6 +134,7 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
   if (threads < 0 || threads > kMaxThreads)
     throw ConfigError(threads_from + ": --threads must be in 0.." + std::to_string(kMaxThreads));
   configure_threads(threads);
+  kernels::set_kernel_mode(kernels::parse_kernel_mode(vm["kernels"].as<std::string>()));
   return true;
 }
 

@@ -6,13 +6,13 @@
 
 namespace voxfit::models {
 
-ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) {
+ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) : act_(o.act()) {
+  check_act_name(act_);
   for (int64_t i = 0; i < o.num_convs(); ++i) {
     const auto n = std::to_string(i);
     convs_.push_back(make_conv(o.spatial_dims(), {i == 0 ? o.in() : o.out(), o.out(), o.kernel(),
                                                   i == 0 ? o.stride() : 1, o.bias(), false}));
     norms_.push_back(make_norm(o.norm(), o.spatial_dims(), o.out()));
-    acts_.push_back(make_act(o.act()));
     register_module("conv" + n, convs_.back().ptr());
     register_module("norm" + n, norms_.back().ptr());
   }
@@ -21,7 +21,7 @@ ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) {
 torch::Tensor ConvStackImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = x;
   for (size_t i = 0; i < convs_.size(); ++i)
-    y = acts_[i].forward(norms_[i].forward(convs_[i].forward(y)));
+    y = apply_norm_act(norms_[i], act_, convs_[i].forward(y));
   return y;
 }
 
@@ -31,7 +31,6 @@ UnetBlockImpl::UnetBlockImpl(const UnetBlockOptions& o) : residual_(o.residual()
   conv2_ = make_conv(d, {o.out(), o.out(), o.kernel(), 1, false, false});
   norm1_ = make_norm(o.norm(), d, o.out());
   norm2_ = make_norm(o.norm(), d, o.out());
-  act_ = make_act("leakyrelu");
   register_module("conv1", conv1_.ptr());
   register_module("conv2", conv2_.ptr());
   register_module("norm1", norm1_.ptr());
@@ -46,11 +45,10 @@ UnetBlockImpl::UnetBlockImpl(const UnetBlockOptions& o) : residual_(o.residual()
 }
 
 torch::Tensor UnetBlockImpl::forward(const torch::Tensor& x) {
-  auto y = act_.forward(norm1_.forward(conv1_.forward(x)));
-  y = norm2_.forward(conv2_.forward(y));
-  if (!residual_) return act_.forward(y);
-  const auto shortcut = project_ ? norm3_.forward(conv3_.forward(x)) : x;
-  return act_.forward(y + shortcut);
+  const auto y = apply_norm_act(norm1_, "leakyrelu", conv1_.forward(x));
+  if (!residual_) return apply_norm_act(norm2_, "leakyrelu", conv2_.forward(y));
+  const auto shortcut = project_ ? apply_norm_act(norm3_, "none", conv3_.forward(x)) : x;
+  return apply_norm_act(norm2_, "leakyrelu", conv2_.forward(y), shortcut);
 }
 
 UnetrPrUpBlockImpl::UnetrPrUpBlockImpl(const UnetrPrUpBlockOptions& o) {

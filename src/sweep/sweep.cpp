@@ -17,6 +17,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
+#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/train/precision.h"
 
 namespace voxfit::sweep {
@@ -160,6 +161,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"checkpoint", models::to_string(probe.model_context.checkpoint)},
           {"attention", models::to_string(probe.model_context.attention)},
           {"channels_last", probe.model_context.channels_last},
+          {"kernels", kernels::to_string(kernels::kernel_mode())},
           {"budget", budget.label()},
           {"budget_report", budget_report},
           {"allocator", memory::cuda_allocator_settings()},
@@ -411,7 +413,7 @@ std::string write_plots(const std::vector<const json*>& entries, const fs::path&
   write_file_atomic(dir / "plots.gp", gp.str());
   const std::string cmd = "gnuplot '" + (dir / "plots.gp").string() + "' >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) return "\n(no plots: gnuplot failed on plots.gp)\n";
-  for (const auto& png : outputs) fs::rename(png.string() + ".tmp", png);
+  for (const auto& png : outputs) rename_durable(png.string() + ".tmp", png);
   if (split)  // the one-chart pair of an earlier, smaller journal in the same folder
     for (const char* stale : {"memory.png", "throughput.png"}) fs::remove(dir / stale);
   return md.str();

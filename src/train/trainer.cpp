@@ -13,6 +13,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/host_memory.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
 #include "voxfit/memory/memory_snapshot.h"
@@ -46,6 +47,7 @@ nlohmann::json config_json(const TrainOptions& o, const data::Plan& plan) {
           {"attention", models::to_string(o.model_context.attention)},
           {"checkpoint", models::to_string(o.model_context.checkpoint)},
           {"channels_last", o.model_context.channels_last},
+          {"kernels", kernels::to_string(kernels::kernel_mode())},
           {"batch", o.batch},
           {"steps", o.steps},
           {"precision", to_string(o.step.precision)},

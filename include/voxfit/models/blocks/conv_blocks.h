@@ -26,7 +26,7 @@ struct ConvStackOptions {
   TORCH_ARG(bool, bias) = true;
   /// A make_norm name.
   TORCH_ARG(std::string, norm) = "instance_affine";
-  /// A make_act name.
+  /// An activation name (check_act_name).
   TORCH_ARG(std::string, act) = "leakyrelu";
   TORCH_ARG(int, spatial_dims) = 3;
 };
@@ -37,7 +37,8 @@ class ConvStackImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
-  std::vector<torch::nn::AnyModule> convs_, norms_, acts_;
+  std::string act_;
+  std::vector<torch::nn::AnyModule> convs_, norms_;
 };
 TORCH_MODULE(ConvStack);
 
@@ -64,7 +65,7 @@ class UnetBlockImpl : public torch::nn::Module {
  private:
   bool residual_ = true;
   bool project_ = false;
-  torch::nn::AnyModule conv1_, conv2_, conv3_, norm1_, norm2_, norm3_, act_;
+  torch::nn::AnyModule conv1_, conv2_, conv3_, norm1_, norm2_, norm3_;
 };
 TORCH_MODULE(UnetBlock);
 

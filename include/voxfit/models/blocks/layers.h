@@ -32,9 +32,16 @@ torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_
 /// True if `name` is one make_norm accepts.
 bool is_norm_name(const std::string& name);
 
-/// Activation by name: "leakyrelu" (slope 0.01, as nnU-Net and MONAI), "relu", "gelu" (exact).
-/// leakyrelu and relu work in place: use them only on a tensor nothing else reads.
-torch::nn::AnyModule make_act(const std::string& name);
+/// Activation names: "leakyrelu" (slope 0.01, as nnU-Net and MONAI), "relu", "gelu" (exact),
+/// "none". Throws ConfigError naming `what` for any other.
+void check_act_name(const std::string& name, const std::string& what = "activation");
+
+/// act(norm(x) + residual) (residual: undefined for none). An instance norm followed by none,
+/// relu or leakyrelu runs through kernels::instance_norm_act: one fused CUDA pass where
+/// `--kernels fused` applies, else the ATen composition. Other norms and activations run their
+/// modules. relu / leakyrelu work in place on the norm's output, which nothing else reads.
+torch::Tensor apply_norm_act(torch::nn::AnyModule& norm, const std::string& act, const torch::Tensor& x,
+                             const torch::Tensor& residual = {});
 
 /// Applies a Linear layer through at::linear, which folds the bias into the matrix product for
 /// inputs of any rank. LibTorch's C++ nn::Linear runs matmul then a separate broadcast add_ of

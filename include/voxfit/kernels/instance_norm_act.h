@@ -1,0 +1,56 @@
+#pragma once
+// Instance norm + affine + activation (+ a residual added before the activation) through one
+// dispatch: voxfit's fused CUDA kernels where they apply (a CUDA build, a CUDA tensor of float,
+// half or bfloat16, NCDHW or channels-last, `--kernels fused`), otherwise the ATen composition,
+// which stays the reference and the only path on CPU and LibTorch 1.13 builds.
+#include <torch/types.h>
+
+#include <string>
+
+namespace voxfit::kernels {
+
+/// `aten`: the ATen reference everywhere; `fused`: voxfit's CUDA kernels where they apply.
+enum class KernelMode { kAten, kFused };
+/// "aten" | "fused"; throws ConfigError naming `what` otherwise.
+KernelMode parse_kernel_mode(const std::string& text, const std::string& what = "--kernels");
+std::string to_string(KernelMode mode);
+
+/// The process-wide choice (as torch.backends.cudnn.enabled is): kAten unless set.
+KernelMode kernel_mode();
+void set_kernel_mode(KernelMode mode);
+
+/// Sets the mode for a scope (tests compare both paths on the same module).
+class KernelModeGuard {
+ public:
+  explicit KernelModeGuard(KernelMode mode) : saved_(kernel_mode()) { set_kernel_mode(mode); }
+  ~KernelModeGuard() { set_kernel_mode(saved_); }
+  KernelModeGuard(const KernelModeGuard&) = delete;
+  KernelModeGuard& operator=(const KernelModeGuard&) = delete;
+
+ private:
+  KernelMode saved_;
+};
+
+enum class Activation { kNone, kReLU, kLeakyReLU };
+
+struct NormActSpec {
+  Activation act = Activation::kNone;
+  double slope = 0.01;  ///< LeakyReLU's negative slope (nnU-Net's and MONAI's 0.01)
+  double eps = 1e-5;    ///< InstanceNorm's epsilon
+};
+
+/// act(instance_norm(x) * weight + bias + residual) over each sample's channel, statistics from
+/// the input (as InstanceNorm without running stats). weight / bias: [C] or undefined (no affine);
+/// residual: undefined or x's shape. Autograd flows to x, weight, bias and residual.
+torch::Tensor instance_norm_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                const torch::Tensor& residual, const NormActSpec& spec);
+
+/// The ATen composition (torch::instance_norm, add, in-place activation): the reference path.
+torch::Tensor instance_norm_act_reference(const torch::Tensor& x, const torch::Tensor& weight,
+                                          const torch::Tensor& bias, const torch::Tensor& residual,
+                                          const NormActSpec& spec);
+
+/// True where instance_norm_act runs the fused kernels for these arguments in the current mode.
+bool fused_instance_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual);
+
+}  // namespace voxfit::kernels

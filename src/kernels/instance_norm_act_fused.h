@@ -1,0 +1,20 @@
+#pragma once
+// The CUDA side of kernels::instance_norm_act (instance_norm_act_cuda.cpp): CUDA builds only.
+#include <torch/types.h>
+
+#include "voxfit/kernels/instance_norm_act.h"
+
+namespace voxfit::kernels {
+
+/// x is a CUDA tensor of float / half / bfloat16 with more than one spatial element, contiguous
+/// NCDHW or channels-last; a weight is on x's device; a residual has x's dtype, sizes and strides.
+bool fused_instance_norm_supports(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual);
+
+/// instance_norm_act on the fused kernels, with its own autograd node. What it keeps for backward:
+/// without affine parameters, a residual or a ReLU only the output and the per-instance rstd
+/// (the normalised input is recovered from the output, as in-place activated batch norm does);
+/// otherwise the input too. Requires fused_instance_norm_supports(x, residual).
+torch::Tensor instance_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                      const torch::Tensor& residual, const NormActSpec& spec);
+
+}  // namespace voxfit::kernels
