@@ -198,7 +198,7 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
     write_file_atomic(dir / "predictions.gp", gp.str());
     const std::string cmd = "gnuplot '" + (dir / "predictions.gp").string() + "' >/dev/null 2>&1";
     if (std::system(cmd.c_str()) == 0) {
-      fs::rename(dir / "predictions.png.tmp", dir / "predictions.png");
+      rename_durable(dir / "predictions.png.tmp", dir / "predictions.png");
       plotted = true;
     }
   }

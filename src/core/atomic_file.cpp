@@ -21,6 +21,16 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
+int open_real(const char* path, int flags, unsigned mode) { return ::open(path, flags, static_cast<mode_t>(mode)); }
+
+int open_fd(const fs::path& path, int flags, unsigned mode = 0) {
+  int fd;
+  do {
+    fd = file_syscalls().open(path.c_str(), flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
 fs::path make_temp_name(const fs::path& path) {
   static std::atomic<unsigned> counter{0};
   return path.parent_path() /
@@ -29,11 +39,26 @@ fs::path make_temp_name(const fs::path& path) {
 }
 
 void fsync_path(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  const int fd = open_fd(path, O_RDONLY);
   if (fd < 0) throw IoError(path.string() + ": cannot open for sync: " + errno_text());
-  const int rc = ::fsync(fd);
+  const int rc = file_syscalls().fsync(fd);
   ::close(fd);
   if (rc != 0) throw IoError(path.string() + ": cannot sync: " + errno_text());
+}
+
+fs::path folder_of(const fs::path& path) { return path.parent_path().empty() ? fs::path(".") : path.parent_path(); }
+
+// A folder's fsync makes the entries created or renamed in it durable (ext4, xfs: the rename
+// itself is only in the journal once the folder is synced). `for_file` names the file in errors.
+void fsync_folder(const fs::path& dir, const fs::path& for_file) {
+  const int fd = open_fd(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) throw IoError(for_file.string() + ": cannot open its folder for sync: " + errno_text());
+  const int rc = file_syscalls().fsync(fd);
+  ::close(fd);
+  // Some file systems (and /proc-like ones) refuse fsync on a folder; the data is as durable as
+  // they can make it.
+  if (rc != 0 && errno != EINVAL && errno != ENOTSUP)
+    throw IoError(for_file.string() + ": cannot sync its folder: " + errno_text());
 }
 
 void write_all(int fd, const char* data, std::size_t size, const fs::path& path) {
@@ -68,9 +93,21 @@ void remove_stale_temps(const fs::path& final_path) {
 
 }  // namespace
 
+FileSyscalls& file_syscalls() {
+  static FileSyscalls calls{open_real, ::fsync, ::rename};
+  return calls;
+}
+
+void rename_durable(const fs::path& from, const fs::path& to) {
+  fsync_path(from);
+  if (file_syscalls().rename(from.c_str(), to.c_str()) != 0)
+    throw IoError(to.string() + ": cannot move the finished file into place: " + errno_text());
+  fsync_folder(folder_of(to), to);
+}
+
 void write_file_atomic(const fs::path& path, const std::string& content) {
   AtomicPath out(path);
-  const int fd = ::open(out.temp().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int fd = open_fd(out.temp(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw IoError(path.string() + ": cannot create: " + errno_text());
   try {
     write_all(fd, content.data(), content.size(), path);
@@ -100,10 +137,7 @@ AtomicPath::~AtomicPath() {
 
 void AtomicPath::commit() {
   if (!fs::exists(temp_)) throw IoError(final_.string() + ": nothing was written");
-  fsync_path(temp_);
-  std::error_code ec;
-  fs::rename(temp_, final_, ec);
-  if (ec) throw IoError(final_.string() + ": cannot move the finished file into place: " + ec.message());
+  rename_durable(temp_, final_);
   committed_ = true;
 }
 
@@ -133,7 +167,9 @@ void drop_torn_tail(int fd, const fs::path& path) {
 }
 
 void append_line_durable(const fs::path& path, const std::string& line) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  int fd = open_fd(path, O_RDWR);
+  const bool created = fd < 0 && errno == ENOENT;
+  if (created) fd = open_fd(path, O_RDWR | O_CREAT, 0644);
   if (fd < 0) throw IoError(path.string() + ": cannot open for append: " + errno_text());
   const std::string record = line + "\n";
   off_t start = -1;
@@ -150,9 +186,10 @@ void append_line_durable(const fs::path& path, const std::string& line) {
     ::close(fd);
     throw;
   }
-  const int rc = ::fsync(fd);
+  const int rc = file_syscalls().fsync(fd);
   ::close(fd);
   if (rc != 0) throw IoError(path.string() + ": cannot sync: " + errno_text());
+  if (created) fsync_folder(folder_of(path), path);
 }
 
 namespace {

@@ -292,12 +292,18 @@ Dataset load_dataset(const fs::path& path, const DatasetOptions& options) {
 }
 
 Channels read_case_image(const Dataset& dataset, const fs::path& image) {
-  if (is_h5_file(image)) return read_h5_channels(image, dataset.h5_names.image);
+  if (is_h5_file(image)) {
+    survive_h5_case(image, dataset.h5_names);
+    return read_h5_channels(image, dataset.h5_names.image);
+  }
   return read_channels(image);
 }
 
 Volume read_case_label(const Dataset& dataset, const fs::path& label) {
-  if (is_h5_file(label)) return read_h5_volume(label, dataset.h5_names.label);
+  if (is_h5_file(label)) {
+    survive_h5_case(label, dataset.h5_names);
+    return read_h5_volume(label, dataset.h5_names.label);
+  }
   return read_volume(label);
 }
 

@@ -377,12 +377,20 @@ Channels read_channels(const fs::path& spec) {
       throw IoError(p.string() + ": its header declares " + std::to_string(io->GetImageSizeInBytes()) +
                     " bytes of voxels, more than this machine can hold (a corrupt header?)");
     }
-    io->Read(buffer.data());
+    // A gzipped NIfTI is inflated once: by voxfit where ITK would only copy the stored voxels
+    // (then no pass is needed to put back the NaN / Inf that nifti1_io zeroes), else by ITK and
+    // once more by voxfit to check its length and restore those values.
+    const bool gz = nifti && ext == ".nii.gz";
+    const bool raw = gz && info.components == 1 &&
+                     read_nifti_gz_voxels(p, buffer.size(), io->GetComponentSize(), buffer.data());
+    if (!raw) io->Read(buffer.data());
     const auto s = info.size3();
     const std::int64_t voxels = s[0] * s[1] * s[2];
     const std::int64_t channels = info.channels();
     torch::Tensor all = buffer_to_tensor(buffer.data(), voxels * channels, info.pixel_type);
-    if (nifti && is_floating(info.pixel_type)) restore_nifti_nonfinite(p, all);
+    const bool floating = is_floating(info.pixel_type);
+    if (gz && !raw) verify_nifti_gz(p, floating ? &all : nullptr);
+    else if (nifti && !gz && floating) restore_nifti_nonfinite(p, all);
     // A vector image interleaves its components per voxel; a 4D file stacks whole volumes.
     torch::Tensor stacked = info.components > 1
                                 ? all.view({s[2], s[1], s[0], channels}).permute({3, 0, 1, 2})
@@ -444,8 +452,8 @@ void write_volume(const fs::path& path, const Volume& volume, bool compress) {
     io->Write(buffer.data());
     // Data files first, the named file last: a reader never finds a header without its data.
     for (const auto& entry : fs::directory_iterator(staging.path()))
-      if (entry.path().filename() != path.filename()) fs::rename(entry.path(), dir / entry.path().filename());
-    fs::rename(temp, path);
+      if (entry.path().filename() != path.filename()) rename_durable(entry.path(), dir / entry.path().filename());
+    rename_durable(temp, path);
     return 0;
   });
 }

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -50,6 +51,17 @@ class GzFile {
     }
     return got;
   }
+  // Why a read stopped early: empty at a clean end of the data, "truncated" for a stream cut
+  // short (zlib's Z_BUF_ERROR), else zlib's own message (which zlib prefixes with the path).
+  std::string error() {
+    int code = Z_OK;
+    const char* msg = gzerror(f_, &code);
+    if (code == Z_OK || code == Z_STREAM_END) return "";
+    if (code == Z_BUF_ERROR) return "truncated";
+    std::string m = msg ? msg : "zlib error";
+    const auto colon = m.rfind(": ");
+    return colon == std::string::npos ? m : m.substr(colon + 2);
+  }
 
  private:
   gzFile f_;
@@ -75,16 +87,9 @@ void check_nifti_length(const std::filesystem::path& path, std::uint64_t voxel_b
   if (voxel_bytes / 1032 > file_bytes + kMaxHeaderBytes)
     throw IoError(path.string() + ": corrupt NIfTI header: it declares " + std::to_string(voxel_bytes) +
                   " bytes of voxels, more than " + std::to_string(file_bytes) + " gzip bytes can hold");
-  in.seekg(-4, std::ios::end);
-  unsigned char t[4];
-  in.read(reinterpret_cast<char*>(t), 4);
-  if (!in) throw IoError(path.string() + ": truncated gzip file (no trailer)");
-  // ISIZE: the uncompressed length modulo 2^32, little-endian.
-  const std::uint32_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::uint32_t>(t[3]) << 24);
-  const std::uint32_t extra = isize - static_cast<std::uint32_t>(voxel_bytes);
-  if (extra < static_cast<std::uint32_t>(kHeaderSize) || extra > kMaxHeaderBytes)
-    throw IoError(path.string() + ": truncated or corrupt gzip data (expected a header plus " +
-                  std::to_string(voxel_bytes) + " bytes of voxels)");
+  // The exact length is checked by the pass that inflates the file (read_nifti_gz_voxels or
+  // verify_nifti_gz): the gzip trailer holds the length of the last member only, and a file of
+  // several members (pigz --independent, bgzip, concatenated writers) is a valid .nii.gz.
 }
 
 void check_nifti_header(const std::filesystem::path& path) {
@@ -142,6 +147,162 @@ void check_nifti_header(const std::filesystem::path& path) {
       if (const float v = f32(kSrowOffset + 4 * k); !std::isfinite(v))
         fail(std::string("srow_") + "xyz"[k / 4] + "[" + std::to_string(k % 4) + "]", v, "a finite number (sform_code > 0)");
   if (const float v = f32(kPixdimOffset); !std::isfinite(v)) fail("pixdim[0] (qfac)", v, "-1 or 1");
+}
+
+namespace {
+
+struct RawHeader {
+  bool swapped = false;
+  std::int16_t dims = 0, datatype = 0, bitpix = 0;
+  std::int16_t dim[8] = {};
+  std::int16_t intent = 0;
+  float vox_offset = 0, slope = 0, inter = 0;
+  bool single_file = false;
+};
+
+constexpr int kBitpixOffset = 72;
+constexpr int kSclSlopeOffset = 112;
+constexpr int kIntentCodeOffset = 68;
+
+RawHeader parse_header(const char* h) {
+  RawHeader r;
+  std::int16_t dim0;
+  std::memcpy(&dim0, h + kDimOffset, 2);
+  r.swapped = dim0 < 0 || dim0 > 7;
+  const auto i16 = [&](int o) {
+    std::uint16_t v;
+    std::memcpy(&v, h + o, 2);
+    return static_cast<std::int16_t>(r.swapped ? __builtin_bswap16(v) : v);
+  };
+  const auto f32 = [&](int o) {
+    std::uint32_t v;
+    std::memcpy(&v, h + o, 4);
+    if (r.swapped) v = __builtin_bswap32(v);
+    float f;
+    std::memcpy(&f, &v, 4);
+    return f;
+  };
+  r.dims = i16(kDimOffset);
+  for (int a = 0; a < 8; ++a) r.dim[a] = i16(kDimOffset + 2 * a);
+  r.datatype = i16(kDatatypeOffset);
+  r.bitpix = i16(kBitpixOffset);
+  r.intent = i16(kIntentCodeOffset);
+  r.vox_offset = f32(kVoxOffsetOffset);
+  r.slope = f32(kSclSlopeOffset);
+  r.inter = f32(kSclSlopeOffset + 4);
+  r.single_file = std::memcmp(h + kMagicOffset, "n+1", 4) == 0;
+  return r;
+}
+
+// NIfTI datatype codes whose voxels ITK's reader hands back as stored (one scalar component).
+bool plain_scalar_type(std::int16_t t) {
+  switch (t) {
+    case 2: case 4: case 8: case 16: case 64: case 256: case 512: case 768: case 1024: case 1280:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Reads exactly n bytes of the inflated stream, or says why not in an IoError naming the file.
+void inflate_exactly(GzFile& f, void* out, std::size_t n, const std::filesystem::path& path, std::uint64_t expected) {
+  const std::size_t got = f.read(out, n);
+  if (got == n) return;
+  const std::string why = f.error();
+  if (!why.empty() && why != "truncated") throw IoError(path.string() + ": corrupt gzip data (" + why + ")");
+  throw IoError(path.string() + ": truncated gzip data (the file ends before the header and the " +
+                std::to_string(expected) + " bytes of voxels it declares)");
+}
+
+// Reads to the end of the stream, so that zlib checks the CRC and length of every member.
+void inflate_to_end(GzFile& f, const std::filesystem::path& path) {
+  std::vector<char> rest(1u << 16);
+  while (f.read(rest.data(), rest.size()) == rest.size()) {
+  }
+  const std::string why = f.error();
+  if (why == "truncated") throw IoError(path.string() + ": truncated gzip data (its last member has no end)");
+  if (!why.empty()) throw IoError(path.string() + ": corrupt gzip data (" + why + ")");
+}
+
+}  // namespace
+
+bool read_nifti_gz_voxels(const std::filesystem::path& path, std::uint64_t voxel_bytes, std::size_t component_bytes,
+                          char* out) {
+  GzFile f(path);
+  if (!f) return false;
+  char header[kHeaderSize];
+  if (f.read(header, kHeaderSize) != kHeaderSize) return false;
+  const RawHeader h = parse_header(header);
+  const bool unscaled = h.slope == 0.0f || (h.slope == 1.0f && h.inter == 0.0f);
+  std::uint64_t voxels = 1;
+  for (int a = 1; a <= h.dims && a <= 7; ++a) voxels *= static_cast<std::uint64_t>(std::max<std::int16_t>(h.dim[a], 0));
+  // What ITK's NiftiImageIO::Read does beyond copying the stored voxels (rescaling, vector and
+  // RGB voxels, Analyze and two-file layouts) stays with ITK.
+  if (!h.single_file || !unscaled || !plain_scalar_type(h.datatype) || h.dims < 3 || h.dims > 4 ||
+      h.bitpix != static_cast<std::int16_t>(8 * component_bytes) || voxels * component_bytes != voxel_bytes ||
+      h.intent != 0 || !(h.vox_offset >= kHeaderSize && h.vox_offset <= kMaxHeaderBytes) ||
+      h.vox_offset != static_cast<float>(static_cast<std::uint64_t>(h.vox_offset)))
+    return false;
+  std::vector<char> extensions(static_cast<std::size_t>(h.vox_offset) - kHeaderSize);
+  inflate_exactly(f, extensions.data(), extensions.size(), path, voxel_bytes);
+  inflate_exactly(f, out, static_cast<std::size_t>(voxel_bytes), path, voxel_bytes);
+  inflate_to_end(f, path);
+  if (h.swapped && component_bytes > 1) {
+    for (std::uint64_t i = 0; i < voxel_bytes; i += component_bytes)
+      std::reverse(out + i, out + i + component_bytes);
+  }
+  return true;
+}
+
+std::int64_t verify_nifti_gz(const std::filesystem::path& path, torch::Tensor* values) {
+  GzFile f(path);
+  if (!f) throw IoError(path.string() + ": cannot open");
+  char header[kHeaderSize];
+  if (f.read(header, kHeaderSize) != kHeaderSize)
+    throw IoError(path.string() + ": truncated gzip data (no complete NIfTI header)");
+  const RawHeader h = parse_header(header);
+  // The stored voxels (ITK's buffer can differ: a scaled integer file reads as float).
+  std::uint64_t voxel_bytes = std::max<std::int16_t>(h.bitpix, 0) / 8;
+  for (int a = 1; a <= h.dims && a <= 7; ++a) voxel_bytes *= static_cast<std::uint64_t>(std::max<std::int16_t>(h.dim[a], 0));
+  if (!(h.vox_offset >= kHeaderSize && h.vox_offset <= kMaxHeaderBytes)) {
+    inflate_to_end(f, path);
+    return 0;
+  }
+  std::vector<char> extensions(static_cast<std::size_t>(h.vox_offset) - kHeaderSize);
+  inflate_exactly(f, extensions.data(), extensions.size(), path, voxel_bytes);
+  const bool restore = values != nullptr && !h.swapped &&
+                       ((h.datatype == kFloat32 && values->scalar_type() == torch::kFloat32) ||
+                        (h.datatype == kFloat64 && values->scalar_type() == torch::kFloat64));
+  const std::size_t item = !restore ? 1 : h.datatype == kFloat32 ? 4 : 8;
+  const std::int64_t n = restore ? values->numel() : 0;
+  std::vector<char> chunk(std::size_t{1} << 22);
+  std::uint64_t left = voxel_bytes, done = 0;
+  std::int64_t bad = 0;
+  while (left > 0) {
+    const std::size_t count = static_cast<std::size_t>(std::min<std::uint64_t>(left, chunk.size()));
+    inflate_exactly(f, chunk.data(), count, path, voxel_bytes);
+    if (restore)
+      for (std::size_t i = 0; i + item <= count; i += item) {
+        const std::int64_t at = static_cast<std::int64_t>((done + i) / item);
+        if (at >= n) break;
+        if (item == 4) {
+          float v;
+          std::memcpy(&v, chunk.data() + i, 4);
+          if (std::isfinite(v)) continue;
+          values->data_ptr<float>()[at] = v;
+        } else {
+          double v;
+          std::memcpy(&v, chunk.data() + i, 8);
+          if (std::isfinite(v)) continue;
+          values->data_ptr<double>()[at] = v;
+        }
+        ++bad;
+      }
+    done += count;
+    left -= count;
+  }
+  inflate_to_end(f, path);
+  return bad;
 }
 
 std::int64_t restore_nifti_nonfinite(const std::filesystem::path& path, torch::Tensor& values) {

@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -149,3 +154,71 @@ TEST_F(H5File, UncommittedWriterLeavesNothingAndBadFilesAreIoErrors) {
 
 }  // namespace
 }  // namespace voxfit
+
+namespace voxfit::io {
+namespace {
+
+// survive_h5_read: what the child does decides; the parent carries on either way.
+class SurviveH5Read : public test::TempDirTest {
+ protected:
+  fs::path file() const { return dir() / "case.h5"; }
+  std::string message_of(const std::function<void()>& read, double timeout_s = 30) {
+    try {
+      survive_h5_read(file(), read, timeout_s);
+    } catch (const IoError& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+TEST_F(SurviveH5Read, ACrashInTheChildIsAOneLineErrorNamingTheFile) {
+  const std::string m = message_of([] { std::raise(SIGSEGV); });
+  EXPECT_EQ(m.rfind(file().string() + ": not a readable HDF5 volume (the HDF5 library crashed on it: signal 11", 0), 0u)
+      << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos);
+}
+
+TEST_F(SurviveH5Read, AnAbortOrASanitizersExitIsACrashToo) {
+  EXPECT_NE(message_of([] { std::abort(); }).find("crashed on it: signal 6"), std::string::npos);
+  EXPECT_NE(message_of([] { ::_exit(1); }).find("crashed on it: exit status 1"), std::string::npos);
+}
+
+TEST_F(SurviveH5Read, AChildStillReadingAfterTheTimeoutIsKilledAndReported) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string m = message_of([] { std::this_thread::sleep_for(std::chrono::seconds(60)); }, 0.5);
+  EXPECT_NE(m.find("not a readable HDF5 volume (the HDF5 library hung on it: still reading after 0.5 s)"),
+            std::string::npos)
+      << m;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST_F(SurviveH5Read, ErrorsHdf5ReportsAreLeftToTheCallersOwnRead) {
+  EXPECT_EQ(message_of([] { throw IoError("x.h5: no such dataset"); }), "");
+  EXPECT_EQ(message_of([] {}), "");
+}
+
+TEST_F(SurviveH5Read, HDF5StillWorksInTheParentAfterAChildCrashed) {
+  const torch::Tensor image = torch::rand({6, 5, 4});
+  {
+    H5Writer w(file());
+    w.write("image", image);
+    w.commit();
+  }
+  (void)message_of([] { std::raise(SIGSEGV); });
+  survive_h5_case(file(), H5Names{});
+  const Channels c = read_h5_channels(file(), "image");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_TRUE(torch::equal(c[0].data, image));
+}
+
+TEST_F(SurviveH5Read, TrustHdf5SkipsTheChild) {
+  ::setenv("VOXFIT_TRUST_HDF5", "1", 1);
+  const std::string trusted = message_of([] { std::raise(SIGSEGV); });  // never run, so no crash
+  ::unsetenv("VOXFIT_TRUST_HDF5");
+  EXPECT_EQ(trusted, "");
+  EXPECT_NE(message_of([] { std::raise(SIGSEGV); }).find("crashed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace voxfit::io

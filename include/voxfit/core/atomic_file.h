@@ -23,7 +23,7 @@ class AtomicPath {
 
   const std::filesystem::path& temp() const { return temp_; }
   const std::filesystem::path& final_path() const { return final_; }
-  /// fsyncs the temp file and renames it over the final path.
+  /// fsyncs the temp file, renames it over the final path and fsyncs the folder.
   void commit();
 
  private:
@@ -32,7 +32,23 @@ class AtomicPath {
   bool committed_ = false;
 };
 
-/// Appends one line (a '\n' is added) with a single write and fsync: a journal entry is either
+/// Moves a finished file into place so that a power loss cannot lose the move: fsyncs `from`,
+/// renames it to `to`, then fsyncs the folder of `to` (a rename is an entry of that folder, and
+/// only the folder's fsync makes it durable). Throws IoError naming `to` on failure.
+void rename_durable(const std::filesystem::path& from, const std::filesystem::path& to);
+
+/// The system calls through which every durable write goes (atomic writes, rename_durable,
+/// durable appends), so a test can record their order. Each has the POSIX signature.
+struct FileSyscalls {
+  int (*open)(const char* path, int flags, unsigned mode);
+  int (*fsync)(int fd);
+  int (*rename)(const char* from, const char* to);
+};
+/// The table in use; tests swap entries for recording wrappers and restore them.
+FileSyscalls& file_syscalls();
+
+/// Appends one line (a '\n' is added) with a single write and fsync (and, when the append created
+/// the file, an fsync of its folder): a journal entry is either
 /// whole or, if the process dies mid-write, a truncated last line that readers skip and the next
 /// append cuts off. A failed write (disk full) takes its partial bytes back before throwing.
 void append_line_durable(const std::filesystem::path& path, const std::string& line);

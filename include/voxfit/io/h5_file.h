@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +98,21 @@ class H5Writer {
 Channels read_h5_channels(const fs::path& file, const std::string& dataset);
 /// A single 3D dataset as a Volume.
 Volume read_h5_volume(const fs::path& file, const std::string& dataset);
+/// Runs `read` (HDF5 reads of `file`) first in a forked child process, because HDF5 1.10 still
+/// has memory errors on some corrupted files, inside the library: a child that dies of a signal
+/// (or of a sanitizer's report), or is still reading after `timeout_s`, becomes the one-line
+/// IoError "FILE: not a readable HDF5 volume (the HDF5 library crashed on it: ...)" (or "hung on
+/// it ...") instead of taking this process down. Errors that HDF5 reports are left to the caller's
+/// own read in this process, which names them. The child has this thread only: HDF5 calls in
+/// other threads wait while it forks. With VOXFIT_TRUST_HDF5=1 in the environment the child is
+/// skipped.
+void survive_h5_read(const fs::path& file, const std::function<void()>& read, double timeout_s = 120);
+/// survive_h5_read for an HDF5 case that voxfit did not write (a user's image / label file): one
+/// child reads its image channels and its label volume, as read_h5_channels and read_h5_volume
+/// will; once per version (size, modification time) of the file in this process, whose verdict
+/// later calls repeat.
+void survive_h5_case(const fs::path& file, const H5Names& names);
+
 /// Writes `image` channels (same grid) as [C, D, H, W] and, if given, `label` as [D, H, W], both
 /// with geometry and pixel type attributes.
 void write_h5_case(const fs::path& file, const Channels& image, const Volume* label,
