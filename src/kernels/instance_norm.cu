@@ -129,9 +129,10 @@ __device__ __forceinline__ float deactivate(float y, const ActSpec& a) {
   return y;
 }
 
-// Adds v0/v1 over the rows of the block (threads with the same channel lane); the result is in
-// sh[lane] for threads with ty == 0.
-__device__ void reduce_rows(float v0, float v1, float* sh0, float* sh1, int tc, int rows) {
+// Adds v0/v1 over the rows of the block (threads with the same channel lane) and writes the
+// block's two sums of each instance to partial[(plane * chunks + chunk) * 2 + {0, 1}].
+__device__ void block_partials(const Place& p, float v0, float v1, int tc, int rows, float* partial) {
+  __shared__ float sh0[kThreads], sh1[kThreads];
   const int tid = threadIdx.x;
   sh0[tid] = v0;
   sh1[tid] = v1;
@@ -146,11 +147,15 @@ __device__ void reduce_rows(float v0, float v1, float* sh0, float* sh1, int tc, 
     }
     __syncthreads();
   }
+  if (p.active && p.ty == 0) {
+    float* out = partial + (p.plane * gridDim.y + blockIdx.y) * 2;
+    out[0] = sh0[tid];
+    out[1] = sh1[tid];
+  }
 }
 
 template <typename T>
 __global__ void forward_stats(NormShape s, int tc, int rows, int64_t chunk_rows, const T* x, float* partial) {
-  __shared__ float sh0[kThreads], sh1[kThreads];
   const Place p = place(s, tc, rows);
   float s1 = 0.f, s2 = 0.f;
   if (p.active) {
@@ -162,12 +167,7 @@ __global__ void forward_stats(NormShape s, int tc, int rows, int64_t chunk_rows,
       s2 += d * d;
     }
   }
-  reduce_rows(s1, s2, sh0, sh1, tc, rows);
-  if (p.active && p.ty == 0) {
-    float* out = partial + (p.plane * gridDim.y + blockIdx.y) * 2;
-    out[0] = sh0[threadIdx.x];
-    out[1] = sh1[threadIdx.x];
-  }
+  block_partials(p, s1, s2, tc, rows, partial);
 }
 
 template <typename T>
@@ -217,7 +217,6 @@ __device__ __forceinline__ void backward_terms(int64_t i, const T* dy, const T* 
 template <typename T>
 __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_rows, const T* dy, const T* y,
                                 const T* x, const float* mean, const float* rstd, ActSpec act, float* partial) {
-  __shared__ float sh0[kThreads], sh1[kThreads];
   const Place p = place(s, tc, rows);
   float a = 0.f, b = 0.f;
   if (p.active) {
@@ -230,12 +229,7 @@ __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_row
       b += dz * xhat;
     }
   }
-  reduce_rows(a, b, sh0, sh1, tc, rows);
-  if (p.active && p.ty == 0) {
-    float* out = partial + (p.plane * gridDim.y + blockIdx.y) * 2;
-    out[0] = sh0[threadIdx.x];
-    out[1] = sh1[threadIdx.x];
-  }
+  block_partials(p, a, b, tc, rows, partial);
 }
 
 __global__ void backward_finalize(int64_t planes, int chunks, const float* partial, float* sum_dz,
