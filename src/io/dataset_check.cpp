@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "voxfit/core/error.h"
@@ -155,7 +156,13 @@ CheckReport check_dataset(const Dataset& dataset, const CheckOptions& options) {
       try {
         label = read_case_label(dataset, *c.label);
       } catch (const Error& e) {
-        report.problems.push_back({*c.label, without_path(e.what(), *c.label)});
+        // An HDF5 case holds its image and label in one file: a file that cannot be opened at
+        // all is one problem, not two.
+        const Problem p{*c.label, without_path(e.what(), *c.label)};
+        const bool repeated = std::any_of(report.problems.begin(), report.problems.end(), [&p](const Problem& q) {
+          return q.file == p.file && q.message == p.message;
+        });
+        if (!repeated) report.problems.push_back(p);
       }
     }
     if (label) {
