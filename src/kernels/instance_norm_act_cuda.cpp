@@ -70,15 +70,25 @@ ForwardResult run_forward(const torch::Tensor& x, const torch::Tensor& w32, cons
   return r;
 }
 
+// torch::autograd::Function::apply records every tensor argument's device and dtype, which an
+// undefined tensor does not have (LibTorch 2.x throws "tensor does not have a device"). An absent
+// weight, bias or residual therefore travels through apply as an empty tensor.
+torch::Tensor absent_as_empty(const torch::Tensor& t, const torch::Tensor& like) {
+  return t.defined() ? t : torch::empty({0}, like.options());
+}
+torch::Tensor empty_as_absent(const torch::Tensor& t) { return t.numel() > 0 ? t : torch::Tensor(); }
+
 torch::Tensor as_float(const torch::Tensor& t) {
   return t.defined() ? t.to(torch::kFloat).contiguous() : torch::Tensor();
 }
 
 class InstanceNormActFunction : public torch::autograd::Function<InstanceNormActFunction> {
  public:
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias, const torch::Tensor& residual, int64_t act,
-                               double slope, double eps) {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight_or_empty,
+                               const torch::Tensor& bias_or_empty, const torch::Tensor& residual_or_empty,
+                               int64_t act, double slope, double eps) {
+    const auto weight = empty_as_absent(weight_or_empty), bias = empty_as_absent(bias_or_empty),
+               residual = empty_as_absent(residual_or_empty);
     NormActSpec spec;
     spec.act = static_cast<Activation>(act);
     spec.slope = slope;
@@ -148,7 +158,8 @@ torch::Tensor instance_norm_act_fused(const torch::Tensor& x, const torch::Tenso
                     (x.requires_grad() || (weight.defined() && weight.requires_grad()) ||
                      (bias.defined() && bias.requires_grad()) || (residual.defined() && residual.requires_grad()));
   if (!grad) return run_forward(x, as_float(weight), as_float(bias), residual, spec).y;
-  return InstanceNormActFunction::apply(x, weight, bias, residual, static_cast<int64_t>(spec.act), spec.slope,
+  return InstanceNormActFunction::apply(x, absent_as_empty(weight, x), absent_as_empty(bias, x),
+                                        absent_as_empty(residual, x), static_cast<int64_t>(spec.act), spec.slope,
                                         spec.eps)[0];
 }
 
