@@ -15,7 +15,7 @@
 #include "voxfit/memory/memory_tracker.h"
 
 #if defined(VOXFIT_WITH_CUDA)
-#include "voxfit/bench/cuda_graph.h"
+#include "voxfit/core/cuda_graph.h"
 #endif
 
 namespace voxfit::bench {
@@ -139,6 +139,7 @@ BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
   net->to(o.device, dtype);
   if (result.channels_last) to_channels_last(*net);
   net->train(o.train);
+  result.folded = o.fold_batch_norm && !o.train && net->fold_for_inference();
 
   // Built once in device memory before timing, as in the reference: no I/O in the loop.
   const auto image_options = torch::TensorOptions().dtype(dtype).device(o.device);
@@ -169,12 +170,12 @@ BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
   }
 
 #if defined(VOXFIT_WITH_CUDA)
-  std::unique_ptr<CapturedStep> graph;
+  std::unique_ptr<core::CapturedStep> graph;
   if (result.cuda_graph) {
     const auto eager = step;
     // Captured lazily inside iteration 0, so the reference's "iteration 0 includes warm-up" holds.
     step = [&graph, eager, &o] {
-      if (!graph) graph = capture_step(eager, o.device.index(), kGraphWarmupRuns);
+      if (!graph) graph = core::capture_step(eager, o.device.index(), kGraphWarmupRuns);
       graph->replay();
     };
   }

@@ -60,7 +60,7 @@ std::string summary_text(const BenchResult& r, const std::vector<Comparison>& co
        " steps, " + to_string(o.input) + " input, tf32 matmul " + on_off(o.tf32_matmul) +
        ", tf32 cudnn " + on_off(o.tf32_cudnn) + ", cudnn benchmark " + on_off(o.cudnn_benchmark) +
        ", channels-last " + on_off(r.channels_last) + ", cuda graph " + on_off(r.cuda_graph) +
-       ", attention " + models::to_string(o.attention) + "\n";
+       ", BatchNorm folded " + on_off(r.folded) + ", attention " + models::to_string(o.attention) + "\n";
   if (r.peak_allocated)
     s += "peak memory: " + format_bytes(*r.peak_allocated) + " allocated / " + format_bytes(*r.peak_reserved) +
          " reserved\n";
@@ -90,6 +90,7 @@ nlohmann::json result_json(const BenchResult& r, const std::vector<Comparison>& 
                    {"cudnn_benchmark", o.cudnn_benchmark},
                    {"channels_last", r.channels_last},
                    {"cuda_graph", r.cuda_graph},
+                   {"batch_norm_folded", r.folded},
                    {"attention", models::to_string(o.attention)}};
   if (o.train) j["settings"]["learning_rate"] = o.learning_rate;
   j["versions"] = {{"voxfit", voxfit_version()},

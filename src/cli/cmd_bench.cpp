@@ -8,18 +8,13 @@
 #include "voxfit/cli/options.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/kernels/instance_norm_act.h"
 
 namespace voxfit::cli {
 
 namespace {
 
 const std::string kWhere = "voxfit bench: ";
-
-bool parse_on_off(const std::string& value, const std::string& option) {
-  if (value == "on") return true;
-  if (value == "off") return false;
-  throw ConfigError(kWhere + "--" + option + ": expected on or off, got '" + value + "'");
-}
 
 std::optional<bool> parse_auto_on_off(const std::string& value, const std::string& option) {
   if (value == "auto") return std::nullopt;
@@ -98,11 +93,12 @@ int cmd_bench(const Args& args) {
   o.steps = vm["steps"].as<int64_t>();
   o.iterations = vm["iterations"].as<int>();
   o.input = bench::parse_input_fill(vm["input"].as<std::string>(), kWhere + "--input");
-  o.tf32_matmul = parse_on_off(vm["tf32"].as<std::string>(), "tf32");
-  o.tf32_cudnn = parse_on_off(vm["cudnn-tf32"].as<std::string>(), "cudnn-tf32");
-  o.cudnn_benchmark = parse_on_off(vm["cudnn-benchmark"].as<std::string>(), "cudnn-benchmark");
+  o.tf32_matmul = parse_on_off(vm["tf32"].as<std::string>(), "--tf32");
+  o.tf32_cudnn = parse_on_off(vm["cudnn-tf32"].as<std::string>(), "--cudnn-tf32");
+  o.cudnn_benchmark = parse_on_off(vm["cudnn-benchmark"].as<std::string>(), "--cudnn-benchmark");
   o.channels_last = parse_auto_on_off(vm["channels-last"].as<std::string>(), "channels-last");
-  o.cuda_graph = parse_on_off(vm["cuda-graph"].as<std::string>(), "cuda-graph");
+  o.cuda_graph = parse_on_off(vm["cuda-graph"].as<std::string>(), "--cuda-graph");
+  o.fold_batch_norm = kernels::kernel_mode() == kernels::KernelMode::kFused;
   o.attention = models::parse_attention(vm["attention"].as<std::string>(), kWhere + "--attention");
   bench::validate(o);
   const std::string reference_file = vm["reference"].as<std::string>();

@@ -105,6 +105,9 @@ int cmd_train(const Args& args) {
       ("stop-after", po::value<int64_t>()->default_value(0)->value_name("N"),
        "stop after step N with a checkpoint, to be continued with --resume")
       ("resume", po::bool_switch(), "continue RUN_DIR/last.pt")
+      ("cuda-graph", po::value<std::string>()->default_value("on")->value_name("on|off"),
+       "on a CUDA GPU, replay the whole training step (forward, backward, loss scaling, AdamW) as one "
+       "CUDA graph after 3 eager steps (fused AdamW, one process; SGD and data-parallel runs stay eager)")
       ("nproc", po::value<int>()->default_value(0)->value_name("N"),
        "data-parallel training on N local processes, one per GPU (cuda:0..N-1; Gloo on --device cpu); "
        "--batch is per process. Under torchrun or srun, leave it out: RANK/WORLD_SIZE or SLURM_PROCID/"
@@ -132,6 +135,7 @@ int cmd_train(const Args& args) {
   o.model = model;
   o.model_context = model_context_from(vm, model);
   o.step.channels_last = o.model_context.channels_last;
+  o.step.cuda_graph = parse_on_off(vm["cuda-graph"].as<std::string>(), "--cuda-graph");
   o.output_dir = vm["output"].as<std::string>();
   const std::string batch = vm["batch"].as<std::string>();
   o.steps = vm["steps"].as<int64_t>();

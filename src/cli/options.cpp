@@ -87,6 +87,12 @@ std::vector<std::string> config_tokens(const std::string& file, const std::strin
 
 }  // namespace
 
+bool parse_on_off(const std::string& value, const std::string& option) {
+  if (value == "on") return true;
+  if (value == "off") return false;
+  throw ConfigError(option + ": expected on or off, got '" + value + "'");
+}
+
 bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::variables_map& vm) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")(

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "voxfit/core/error.h"
+#include "voxfit/kernels/conv_bias_act.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
@@ -15,9 +16,22 @@ namespace {
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
+
+// BatchNorm in eval mode is y = x * s + (beta - mean * s), s = gamma / sqrt(var + eps): folded
+// into the bias-free convolution before it as {weight * s, beta - mean * s}, computed in float32
+// and stored in the convolution weight's dtype and memory format.
+std::vector<torch::Tensor> fold(const nn::Conv2d& c, const nn::BatchNorm2d& bn) {
+  torch::NoGradGuard no_grad;
+  const auto& w = c->weight;
+  const auto s = bn->weight.to(torch::kFloat) /
+                 (bn->running_var.to(torch::kFloat) + bn->options.eps()).sqrt();
+  auto fw = (w.to(torch::kFloat) * s.view({-1, 1, 1, 1})).to(w.scalar_type()).contiguous(w.suggest_memory_format());
+  auto fb = (bn->bias.to(torch::kFloat) - bn->running_mean.to(torch::kFloat) * s).to(w.scalar_type());
+  return {fw, fb};
+}
 }  // namespace
 
-BottleneckImpl::BottleneckImpl(int64_t in, int64_t width, int64_t stride) {
+BottleneckImpl::BottleneckImpl(int64_t in, int64_t width, int64_t stride) : stride_(stride) {
   const int64_t out = width * 4;
   conv1_ = register_module("conv1", conv(in, width, 1, 1));
   bn1_ = register_module("bn1", nn::BatchNorm2d(width));
@@ -36,7 +50,24 @@ void BottleneckImpl::zero_init_last() {
   bn3_->weight.zero_();
 }
 
+void BottleneckImpl::fold_batch_norm() {
+  folded_.clear();
+  const std::pair<nn::Conv2d, nn::BatchNorm2d> units[] = {
+      {conv1_, bn1_}, {conv2_, bn2_}, {conv3_, bn3_}, {down_conv_, down_bn_}};
+  for (const auto& [c, bn] : units) {
+    if (!c) continue;
+    for (auto& t : fold(c, bn)) folded_.push_back(t);
+  }
+}
+
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
+  if (!folded_.empty() && !is_training()) {
+    using kernels::conv2d_bias_act;
+    auto y = conv2d_bias_act(x, folded_[0], folded_[1], {}, 1, 0, true);
+    y = conv2d_bias_act(y, folded_[2], folded_[3], {}, stride_, 1, true);
+    const auto shortcut = down_conv_ ? conv2d_bias_act(x, folded_[6], folded_[7], {}, stride_, 0, false) : x;
+    return conv2d_bias_act(y, folded_[4], folded_[5], shortcut, 1, 0, true);
+  }
   auto y = torch::relu(bn1_(conv1_(x)));
   y = torch::relu(bn2_(conv2_(y)));
   y = bn3_(conv3_(y));
@@ -83,7 +114,10 @@ std::vector<torch::Tensor> ResNetImpl::forward(const torch::Tensor& input) {
   check_input(input.sizes().vec());
   const auto x = input.contiguous(conv_memory_format(2, options_.channels_last()));
   const bool train = is_training();
-  const auto stem = [this](const torch::Tensor& in) {
+  const auto stem = [this, train](const torch::Tensor& in) {
+    if (!folded_stem_.empty() && !train)
+      return torch::max_pool2d(
+          kernels::conv2d_bias_act(in, folded_stem_[0], folded_stem_[1], {}, 2, 3, true), 3, 2, 1);
     return torch::max_pool2d(torch::relu(bn1_(conv1_(in))), 3, 2, 1);
   };
   auto h = maybe_checkpoint(checkpoints(options_.checkpoint(), false), train, stem, x);
@@ -91,6 +125,12 @@ std::vector<torch::Tensor> ResNetImpl::forward(const torch::Tensor& input) {
   for (auto& block : blocks_)
     h = maybe_checkpoint(main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
   return {fc_(h.mean({2, 3}))};
+}
+
+bool ResNetImpl::fold_for_inference() {
+  folded_stem_ = fold(conv1_, bn1_);
+  for (auto& b : blocks_) b->fold_batch_norm();
+  return true;
 }
 
 std::vector<std::vector<int64_t>> ResNetImpl::output_shapes(const std::vector<int64_t>& in) {

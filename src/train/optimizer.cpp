@@ -84,26 +84,40 @@ void Optimizer::step(double lr, const torch::Tensor& found_inf) {
     sgd_step(lr, found_inf);
 }
 
+void Optimizer::step(const torch::Tensor& lr, const torch::Tensor& found_inf) {
+  TORCH_CHECK(capturable(), "optimizer: a device learning rate needs fused AdamW on LibTorch >= 2.2");
+  torch::NoGradGuard no_grad;
+  fused_adamw_step(0.0, &lr, found_inf);
+}
+
+void Optimizer::fused_adamw_step(double lr, const torch::Tensor* lr_tensor, const torch::Tensor& found_inf) {
+  const auto& o = options_;
+  // One shared step counter, advanced only when the step is not skipped (no host sync).
+  if (found_inf.defined())
+    step_.add_(1.0 - found_inf.squeeze());
+  else
+    step_.add_(1.0);
+  std::vector<torch::Tensor> grads, params, m, v, steps;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    params.push_back(params_[i]);
+    grads.push_back(params_[i].grad());
+    m.push_back(exp_avg_[i]);
+    v.push_back(exp_avg_sq_[i]);
+    steps.push_back(step_);
+  }
+  c10::optional<at::Tensor> inf;
+  if (found_inf.defined()) inf = found_inf;
+  if (lr_tensor)
+    compat::fused_adamw(params, grads, m, v, steps, *lr_tensor, o.beta1, o.beta2, o.weight_decay, o.eps, inf);
+  else
+    compat::fused_adamw(params, grads, m, v, steps, lr, o.beta1, o.beta2, o.weight_decay, o.eps, inf);
+}
+
 void Optimizer::adamw_step(double lr, const torch::Tensor& found_inf) {
   const auto& o = options_;
   if (fused_) {
-    // One shared step counter, advanced only when the step is not skipped (no host sync).
-    if (found_inf.defined())
-      step_.add_(1.0 - found_inf.squeeze());
-    else
-      step_.add_(1.0);
-    std::vector<torch::Tensor> grads, params, m, v, steps;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (!params_[i].grad().defined()) continue;
-      params.push_back(params_[i]);
-      grads.push_back(params_[i].grad());
-      m.push_back(exp_avg_[i]);
-      v.push_back(exp_avg_sq_[i]);
-      steps.push_back(step_);
-    }
-    c10::optional<at::Tensor> inf;
-    if (found_inf.defined()) inf = found_inf;
-    compat::fused_adamw(params, grads, m, v, steps, lr, o.beta1, o.beta2, o.weight_decay, o.eps, inf);
+    fused_adamw_step(lr, nullptr, found_inf);
     return;
   }
   if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;

@@ -46,8 +46,7 @@ TrainStep::TrainStep(models::Network network, torch::Device device, StepOptions 
   apply_math_mode(options_.precision);
 }
 
-StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t index) {
-  network_->train();
+data::Batch TrainStep::device_batch(const data::Batch& host_batch, std::int64_t index) const {
   // The batch's copy on the device. On the CPU a copy as well: the loader's batch is host memory
   // there too, and the copy is what a CPU budget charges, as a GPU's memory holds it.
   data::Batch batch = device_.is_cpu()
@@ -58,26 +57,80 @@ StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t
     data::augment_spatial(batch, *options_.spatial_augment,
                           options_.seed * 1000003ull + static_cast<std::uint64_t>(index));
   if (options_.channels_last) batch.image = batch.image.contiguous(torch::MemoryFormat::ChannelsLast3d);
+  return batch;
+}
 
+StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t index) {
+  network_->train();
+  const data::Batch batch = device_batch(host_batch, index);
+  if (!use_graph(batch)) {
+    ++eager_steps_;
+    return compute(batch, lr, nullptr);
+  }
+  if (!graph_) capture(batch, lr);
+  torch::NoGradGuard no_grad;
+  graph_batch_.image.copy_(batch.image, /*non_blocking=*/true);
+  graph_batch_.label.copy_(batch.label, /*non_blocking=*/true);
+  graph_lr_.fill_(lr);
+  graph_->replay();
+  // The graph rewrites its outputs at every replay; the loop keeps a window of them.
+  return StepOutput{graph_out_.loss.clone(), graph_out_.found_inf.clone()};
+}
+
+bool TrainStep::use_graph(const data::Batch& batch) const {
+  if (graph_)
+    return batch.image.sizes() == graph_batch_.image.sizes() && batch.image.strides() == graph_batch_.image.strides() &&
+           batch.label.sizes() == graph_batch_.label.sizes();
+#if defined(VOXFIT_WITH_CUDA)
+  return options_.cuda_graph && device_.is_cuda() && sync_ == nullptr && optimizer_.capturable() &&
+         eager_steps_ >= options_.graph_warmup_steps;
+#else
+  (void)batch;
+  return false;
+#endif
+}
+
+void TrainStep::capture(const data::Batch& batch, double lr) {
+#if defined(VOXFIT_WITH_CUDA)
+  // Static buffers the graph reads; run() copies each step's batch and learning rate into them.
+  graph_batch_ = data::Batch{batch.image.clone(at::MemoryFormat::Preserve), batch.label.clone()};
+  graph_lr_ = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat).device(device_));
+  // The eager steps before have run cuDNN's autotuning and left the gradients dropped
+  // (zero_grad), so the captured backward allocates them in the graph's pool, as every replay will.
+  graph_ = core::capture_step([this] { graph_out_ = compute(graph_batch_, 0.0, &graph_lr_); }, device_.index(),
+                              /*warmup_runs=*/0, /*release_cached=*/true);
+#else
+  (void)batch;
+  (void)lr;
+#endif
+}
+
+StepOutput TrainStep::compute(const data::Batch& batch, double lr, const torch::Tensor* lr_on_device) {
   StepOutput out;
+  // A captured step records no phases: the tracker's allocator queries are host calls.
+  memory::MemoryTracker* tracker = lr_on_device ? nullptr : tracker_;
   std::optional<memory::MemoryTracker::PhaseScope> phase;
-  if (tracker_) phase.emplace(tracker_->phase(memory::Phase::Forward));
+  if (tracker) phase.emplace(tracker->phase(memory::Phase::Forward));
   {
     compat::AutocastScope autocast(device_.type(), uses_autocast(options_.precision),
                                    autocast_dtype(options_.precision));
     const auto outputs = network_->forward(batch.image);
     out.loss = deep_supervision_loss(outputs, batch.label, options_.loss);
   }
-  if (tracker_) phase.emplace(tracker_->phase(memory::Phase::Backward));
+  if (tracker) phase.emplace(tracker->phase(memory::Phase::Backward));
   if (sync_) sync_->begin_step();
   scaler_.scale_loss(out.loss).backward();
   if (sync_) sync_->finish();
-  if (tracker_) phase.emplace(tracker_->phase(memory::Phase::OptimizerStep));
+  if (tracker) phase.emplace(tracker->phase(memory::Phase::OptimizerStep));
   const auto grads = optimizer_.gradients();
   scaler_.unscale(grads);
   optimizer_.clip_gradients();
   out.found_inf = scaler_.found_inf_tensor().clone();
-  optimizer_.step(lr, scaler_.enabled() ? scaler_.found_inf_tensor() : torch::Tensor());
+  const auto found_inf = scaler_.enabled() ? scaler_.found_inf_tensor() : torch::Tensor();
+  if (lr_on_device)
+    optimizer_.step(*lr_on_device, found_inf);
+  else
+    optimizer_.step(lr, found_inf);
   scaler_.update();
   optimizer_.zero_grad();
   out.loss = out.loss.detach();

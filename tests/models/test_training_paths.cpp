@@ -204,3 +204,47 @@ TEST(Checkpoint, NoRecomputationOutsideTraining) {
 
 }  // namespace
 }  // namespace voxfit::models
+
+namespace voxfit::models {
+namespace {
+
+// BatchNorm folded into the convolutions (inference) computes what the modules compute in eval
+// mode; training forwards ignore the fold. The statistics are made non-trivial first (a freshly
+// built network has mean 0, var 1 and zero-initialised last BatchNorms).
+TEST(FoldForInference, ResNetEvalOutputIsUnchangedAndTrainingIgnoresIt) {
+  torch::manual_seed(0);
+  const Network net = make_model("resnet50", [] {
+    auto ctx = find_model("resnet50").defaults;
+    ctx.params = {{"blocks_per_stage", "1,2,1,1"}, {"zero_init_last", "false"}};
+    ctx.num_classes = 10;
+    return ctx;
+  }());
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& b : net->named_buffers()) {
+      if (b.key().find("running_mean") != std::string::npos) b.value().normal_(0.0, 0.5);
+      if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 2.0);
+    }
+    for (const auto& p : net->named_parameters())
+      if (p.key().find("bn") != std::string::npos && p.key().find("bias") != std::string::npos) p.value().normal_(0.0, 0.3);
+  }
+  const auto x = torch::randn({2, 3, 64, 64});
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const auto reference = net->forward(x).at(0);
+  ASSERT_TRUE(net->fold_for_inference());
+  const auto folded = net->forward(x).at(0);
+  EXPECT_TRUE(torch::allclose(folded, reference, 1e-4, 1e-4)) << (folded - reference).abs().max().item<double>();
+  net->train();
+  const auto train_once = net->forward(x).at(0);
+  EXPECT_FALSE(torch::allclose(train_once, folded, 1e-3, 1e-3));  // batch statistics, not the fold
+}
+
+TEST(FoldForInference, NetworksWithoutBatchNormHaveNothingToFold) {
+  auto ctx = find_model("vit_base_patch16_224").defaults;
+  ctx.params = {{"num_layers", "1"}, {"hidden_size", "64"}, {"mlp_dim", "128"}, {"num_heads", "2"}};
+  EXPECT_FALSE(make_model("vit_base_patch16_224", ctx)->fold_for_inference());
+}
+
+}  // namespace
+}  // namespace voxfit::models

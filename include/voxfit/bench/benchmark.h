@@ -65,6 +65,10 @@ struct BenchOptions {
   /// Capture the whole inference step as one CUDA graph and replay it, removing per-kernel launch
   /// cost. Takes effect for CUDA inference only; training and the CPU always run eagerly.
   bool cuda_graph = true;
+  /// Inference: fold BatchNorm into the convolutions (NetworkImpl::fold_for_inference), whose
+  /// fused path then runs cuDNN's convolution + bias (+ add) + ReLU. The CLI sets it from
+  /// `--kernels` (fused: on); off runs the network's modules as they are (the reference).
+  bool fold_batch_norm = false;
   /// How transformer blocks compute attention (ViT); passed to the network's ModelContext.
   models::AttentionMode attention = models::AttentionMode::kAuto;
   /// SGD learning rate (momentum 0.9) for --train.
@@ -97,6 +101,7 @@ struct BenchResult {
   BenchOptions options;
   bool channels_last = false;  ///< in effect (after resolving the automatic choice)
   bool cuda_graph = false;     ///< in effect
+  bool folded = false;         ///< BatchNorm folded into the convolutions (in effect)
   std::string device_name;     ///< "NVIDIA H200", or "cpu"
   std::vector<IterationTiming> iterations;
   /// CUDA runs: the device's peak bytes over all iterations, warm-up included (allocated = live

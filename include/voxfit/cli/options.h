@@ -24,6 +24,9 @@ struct CommandSpec {
   po::positional_options_description positional;
 };
 
+/// "on" -> true, "off" -> false; throws ConfigError naming `option` (e.g. "--cuda-graph") otherwise.
+bool parse_on_off(const std::string& value, const std::string& option);
+
 /// Parses `args` (after the command name). Returns false when --help was given (usage printed to
 /// stdout). A config file may hold keys at top level or in a [section] named after the command
 /// (spaces as dots: [data.check]); sections of other commands are ignored, unknown keys are errors.

@@ -53,6 +53,27 @@ inline bool fused_adamw(at::TensorList params, at::TensorList grads, at::TensorL
 #endif
 }
 
+/// True where this LibTorch's fused AdamW takes its learning rate as a device tensor, so that a
+/// CUDA graph of the optimiser step can follow a schedule (2.2 and later).
+constexpr bool kFusedAdamwTensorLr = VOXFIT_TORCH_AT_LEAST(2, 2);
+
+/// fused_adamw with the learning rate read from a device tensor (a [] float32 on the parameters'
+/// device) at run time. Returns false (and does nothing) where this LibTorch lacks it.
+inline bool fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                        at::TensorList exp_avg_sqs, at::TensorList steps, const at::Tensor& lr, double beta1,
+                        double beta2, double weight_decay, double eps,
+                        const c10::optional<at::Tensor>& found_inf) {
+#if VOXFIT_TORCH_AT_LEAST(2, 2)
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+                    /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/c10::nullopt, found_inf);
+  return true;
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1;
+  (void)beta2, (void)weight_decay, (void)eps, (void)found_inf;
+  return false;
+#endif
+}
+
 /// Turns autocast on or off for one device type and sets its dtype.
 inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
 #if VOXFIT_TORCH_AT_LEAST(2, 4)

@@ -60,6 +60,12 @@ class NetworkImpl : public torch::nn::Module {
   /// or eval). Networks compute this from their architecture without running; the default runs
   /// a forward pass on zeros under NoGradGuard.
   virtual std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape);
+  /// Inference only: folds what eval mode makes a constant affine map (BatchNorm's running
+  /// statistics) into the preceding convolution's weights and bias, so that eval forwards run one
+  /// fused convolution + bias (+ add) + ReLU per unit (kernels::conv2d_bias_act). Call after the
+  /// weights reach their final device, dtype and memory format; training forwards are unchanged.
+  /// Returns false where the network has nothing to fold (the default).
+  virtual bool fold_for_inference() { return false; }
 };
 using Network = std::shared_ptr<NetworkImpl>;
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "voxfit/core/torch_compat.h"
+
 namespace voxfit::train {
 
 enum class OptimizerKind { kAdamW, kSgd };
@@ -34,6 +36,12 @@ class Optimizer {
   /// One update with learning rate `lr`. `found_inf` (a [1] float tensor on the parameters' device,
   /// or undefined) skips the update where it is non-zero without a host sync on the fused path.
   void step(double lr, const torch::Tensor& found_inf = {});
+  /// The same update with `lr` read from a [] float32 tensor on the parameters' device when the
+  /// step runs, so that a CUDA graph that captured it follows the schedule. capturable() only.
+  void step(const torch::Tensor& lr, const torch::Tensor& found_inf);
+  /// True where the whole update runs on the device without a host value or sync (fused AdamW on
+  /// a LibTorch whose kernel takes a tensor learning rate): what a CUDA graph can capture.
+  bool capturable() const { return fused_ && compat::kFusedAdamwTensorLr; }
   void zero_grad();
   /// Scales gradients so that their global L2 norm is at most clip_grad_norm (no host sync).
   void clip_gradients();
@@ -51,6 +59,7 @@ class Optimizer {
 
  private:
   void adamw_step(double lr, const torch::Tensor& found_inf);
+  void fused_adamw_step(double lr, const torch::Tensor* lr_tensor, const torch::Tensor& found_inf);
   void sgd_step(double lr, const torch::Tensor& found_inf);
 
   std::vector<torch::Tensor> params_;

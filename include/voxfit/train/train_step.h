@@ -3,8 +3,10 @@
 // search and the benchmarks all run, so that a probe measures exactly what a run does.
 #include <torch/types.h>
 
+#include <memory>
 #include <optional>
 
+#include "voxfit/core/cuda_graph.h"
 #include "voxfit/data/patch_loader.h"
 #include "voxfit/data/spatial_augment.h"
 #include "voxfit/dist/grad_sync.h"
@@ -26,6 +28,13 @@ struct StepOptions {
   /// Rotation/scaling on the step's device (nnU-Net's p = 0.2); unset: none.
   std::optional<data::SpatialAugmentOptions> spatial_augment = data::SpatialAugmentOptions{};
   std::uint64_t seed = 0;  ///< seeds the spatial augmentation of step i with (seed, i)
+  /// CUDA builds: after `graph_warmup_steps` eager steps of one batch shape, record forward, loss,
+  /// backward, loss scaling, clipping and the optimiser as one CUDA graph and replay it for every
+  /// later step of that shape (the batch is copied into the graph's input buffers; the learning
+  /// rate is read from a device scalar). Applies where the whole step can run without the host:
+  /// fused AdamW on LibTorch >= 2.2, one process (no gradient sync); elsewhere steps stay eager.
+  bool cuda_graph = false;
+  int graph_warmup_steps = 3;
 };
 
 /// The result of a step, left on the device (reading it syncs; the loop does so every N steps).
@@ -60,7 +69,19 @@ class TrainStep {
   /// Forward of an eval-mode network on `x` (autocast as in training), full-resolution logits.
   torch::Tensor infer(const torch::Tensor& x);
 
+  /// True once the step runs as a captured CUDA graph (StepOptions::cuda_graph).
+  bool graphed() const { return graph_ != nullptr; }
+
  private:
+  /// Copies the loader's batch to the device, augments it and sets its memory format.
+  data::Batch device_batch(const data::Batch& host_batch, std::int64_t index) const;
+  /// Forward, backward and the optimiser on a device batch; the learning rate is `lr` or, where
+  /// given, the device scalar `lr_on_device` (what a captured graph reads at replay).
+  StepOutput compute(const data::Batch& batch, double lr, const torch::Tensor* lr_on_device);
+  /// Whether this step should replay (capturing first, where due) a CUDA graph.
+  bool use_graph(const data::Batch& batch) const;
+  void capture(const data::Batch& batch, double lr);
+
   models::Network network_;
   torch::Device device_;
   StepOptions options_;
@@ -68,6 +89,12 @@ class TrainStep {
   LossScaler scaler_;
   memory::MemoryTracker* tracker_;
   dist::GradientSynchronizer* sync_ = nullptr;
+  // CUDA graph of the step: its input buffers, learning rate and outputs keep their addresses.
+  std::unique_ptr<core::CapturedStep> graph_;
+  data::Batch graph_batch_;
+  torch::Tensor graph_lr_;
+  StepOutput graph_out_;
+  std::int64_t eager_steps_ = 0;
 };
 
 /// Checks that `precision` can run on `device` (fp16 autocast needs CUDA: LibTorch's CPU autocast

@@ -21,10 +21,15 @@ class BottleneckImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   /// timm's zero_init_last: the residual branch starts as zero, so each block starts as identity.
   void zero_init_last();
+  /// See NetworkImpl::fold_for_inference.
+  void fold_batch_norm();
 
  private:
+  int64_t stride_;
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr}, down_bn_{nullptr};
+  /// Folded weight and bias of conv1..3 and the shortcut (empty until fold_batch_norm).
+  std::vector<torch::Tensor> folded_;
 };
 TORCH_MODULE(Bottleneck);
 
@@ -50,6 +55,7 @@ class ResNetImpl : public NetworkImpl {
   TaskKind task() const override { return TaskKind::kClassification2d; }
   void check_input(const std::vector<int64_t>& shape) const override;
   std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
+  bool fold_for_inference() override;
 
   const ResNetOptions& options() const { return options_; }
 
@@ -57,6 +63,7 @@ class ResNetImpl : public NetworkImpl {
   ResNetOptions options_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
+  std::vector<torch::Tensor> folded_stem_;  ///< weight, bias (empty until fold_for_inference)
   std::vector<Bottleneck> blocks_;
   torch::nn::Linear fc_{nullptr};
 };

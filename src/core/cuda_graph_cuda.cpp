@@ -1,17 +1,18 @@
-#include "voxfit/bench/cuda_graph.h"
+#include "voxfit/core/cuda_graph.h"
 
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/cuda.h>
 
-namespace voxfit::bench {
+namespace voxfit::core {
 
 namespace {
 
 class GraphStep final : public CapturedStep {
  public:
-  GraphStep(const std::function<void()>& step, int device_index, int warmup_runs) {
+  GraphStep(const std::function<void()>& step, int device_index, int warmup_runs, bool release_cached) {
     const auto device = static_cast<c10::DeviceIndex>(device_index);
     c10::cuda::CUDAGuard device_guard(device);
     // Capture is illegal on the legacy default stream, and the side stream must not start before
@@ -20,6 +21,7 @@ class GraphStep final : public CapturedStep {
     c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, device));
     for (int i = 0; i < warmup_runs; ++i) step();
     torch::cuda::synchronize(device_index);
+    if (release_cached) c10::cuda::CUDACachingAllocator::emptyCache();
     graph_.capture_begin();
     step();
     graph_.capture_end();
@@ -35,8 +37,8 @@ class GraphStep final : public CapturedStep {
 }  // namespace
 
 std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index,
-                                           int warmup_runs) {
-  return std::make_unique<GraphStep>(step, device_index, warmup_runs);
+                                           int warmup_runs, bool release_cached) {
+  return std::make_unique<GraphStep>(step, device_index, warmup_runs, release_cached);
 }
 
-}  // namespace voxfit::bench
+}  // namespace voxfit::core

@@ -1,0 +1,96 @@
+// TrainStep's CUDA graph (StepOptions::cuda_graph): replaying the captured forward, backward, loss
+// scaling and AdamW trains as the eager steps do, with the learning-rate schedule followed, on a
+// CUDA build with a GPU (skipped elsewhere with the reason); a step that cannot be captured (CPU,
+// SGD) stays eager.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "voxfit/core/torch_compat.h"
+#include "voxfit/models/network.h"
+#include "voxfit/train/train_step.h"
+
+namespace voxfit::train {
+namespace {
+
+bool graph_capable_gpu() {
+#if defined(VOXFIT_WITH_CUDA)
+  return compat::kFusedAdamwTensorLr && torch::cuda::is_available();
+#else
+  return false;
+#endif
+}
+
+models::ModelContext small_unet3d() {
+  models::ModelContext ctx;
+  ctx.patch = {32, 32, 32};
+  ctx.num_classes = 3;
+  ctx.params = {{"stages", "4"}, {"base_features", "8"}, {"max_features", "64"}};
+  return ctx;
+}
+
+// A batch of step i: a function of i alone, on the host as the loader gives it.
+data::Batch batch_at(int64_t i) {
+  auto gen = torch::make_generator<at::CPUGeneratorImpl>(1000 + i);
+  auto image = torch::randn({2, 1, 32, 32, 32}, gen);
+  auto label = torch::randint(0, 3, {2, 1, 32, 32, 32}, gen, torch::kLong);
+  return {image, label};
+}
+
+struct Trace {
+  std::vector<double> losses;
+  std::vector<torch::Tensor> weights;
+  bool graphed = false;
+};
+
+Trace train(torch::Device device, Precision precision, bool cuda_graph, int steps) {
+  torch::manual_seed(3);
+  StepOptions so;
+  so.precision = precision;
+  so.optimizer = OptimizerOptions::defaults_for(OptimizerKind::kAdamW);
+  so.optimizer.lr = 1e-3;
+  so.optimizer.clip_grad_norm = 1.0;  // clipping inside the graph too
+  so.spatial_augment.reset();
+  so.cuda_graph = cuda_graph;
+  TrainStep step(models::make_model("unet3d", small_unet3d()), device, so);
+  Trace t;
+  std::vector<StepOutput> outs;
+  for (int i = 0; i < steps; ++i)  // a falling learning rate: the graph must read each step's
+    outs.push_back(step.run(batch_at(i), 1e-3 * (1.0 - 0.05 * i), i));
+  for (const auto& o : outs) t.losses.push_back(o.loss.item<double>());
+  for (const auto& p : step.network().parameters()) t.weights.push_back(p.detach().to(torch::kCPU, torch::kFloat));
+  t.graphed = step.graphed();
+  return t;
+}
+
+TEST(CudaGraphStep, ReplayedStepsTrainAsEagerStepsDo) {
+  if (!graph_capable_gpu()) GTEST_SKIP() << "needs a CUDA build on LibTorch >= 2.2 and a GPU";
+  for (const auto precision : {Precision::kFp32, Precision::kFp16}) {
+    SCOPED_TRACE(to_string(precision));
+    const auto eager = train(torch::kCUDA, precision, false, 10);
+    const auto graph = train(torch::kCUDA, precision, true, 10);
+    EXPECT_FALSE(eager.graphed);
+    EXPECT_TRUE(graph.graphed);
+    ASSERT_EQ(eager.losses.size(), graph.losses.size());
+    // The same kernels on the same inputs: equal up to cuDNN's choice among algorithms, which
+    // benchmark mode makes per process (float32 here is strict: TF32 off).
+    const double tol = precision == Precision::kFp32 ? 1e-5 : 2e-3;
+    for (size_t i = 0; i < eager.losses.size(); ++i)
+      EXPECT_NEAR(graph.losses[i], eager.losses[i], tol * std::max(1.0, std::abs(eager.losses[i]))) << "step " << i;
+    double worst = 0;
+    for (size_t i = 0; i < eager.weights.size(); ++i)
+      worst = std::max(worst, (graph.weights[i] - eager.weights[i]).abs().max().item<double>());
+    EXPECT_LT(worst, precision == Precision::kFp32 ? 1e-5 : 1e-3);
+  }
+}
+
+TEST(CudaGraphStep, ACpuStepNeverCaptures) {
+  const auto t = train(torch::kCPU, Precision::kFp32, true, 5);
+  EXPECT_FALSE(t.graphed);
+  for (double l : t.losses) EXPECT_TRUE(std::isfinite(l));
+}
+
+}  // namespace
+}  // namespace voxfit::train
