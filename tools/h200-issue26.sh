@@ -4,8 +4,10 @@
 # (tools/h200-kernels.sh), and kernel profiles of the fused training steps and the reference
 # inference (`voxfit cards profile`, summarised by tools/profile-summary.py). Everything goes to
 # $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last).
-#   PHASES  default "build tests kernels profile"; also "peers" (MONAI + torch.compile, timm)
+#   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
+#   PEER_SEG "model:batches ..." (default unetr:1,2,4); PEER_REF "model:precision ..." (timm)
 #   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"
+#   KERNEL_SPECS "model|batches|variants;..." (tools/h200-kernels.sh's VARIANTS)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-issue26}
@@ -13,7 +15,7 @@ logs=/tmp/issue26-logs
 rm -rf "$logs" && mkdir -p "$logs" "$out"
 summary="$out/summary.md"
 : >"$summary"
-phases=" ${PHASES:-build tests kernels profile} "
+phases=" ${PHASES:-build tests kernels bench profile} "
 has() { [[ "$phases" == *" $1 "* ]]; }
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$logs/timeline.log"; }
@@ -28,17 +30,30 @@ source tools/h200-common.sh
 
 if has tests; then
   stamp tests
-  build-cuda/tests/voxfit_test_kernels >"$logs/kernel_tests.log" 2>&1
-  { echo "## kernel tests: exit $?"; grep -E "^\[  PASSED|^\[  FAILED|SKIPPED \]" "$logs/kernel_tests.log" | head -30
-    grep -B2 -A6 "Failure" "$logs/kernel_tests.log" | head -60; } >>"$summary"
+  for t in "kernels:*" "train:CudaGraph*" "models:FoldForInference*:*Sdpa*"; do
+    exe=build-cuda/tests/voxfit_test_${t%%:*}
+    $exe --gtest_filter="${t#*:}" >"$logs/tests_${t%%:*}.log" 2>&1
+    { echo "## tests $t: exit $?"; grep -E "^\[  PASSED|^\[  FAILED|SKIPPED \]" "$logs/tests_${t%%:*}.log" | head -20
+      grep -B2 -A6 "Failure" "$logs/tests_${t%%:*}.log" | head -40; } >>"$summary"
+  done
 fi
 
 if has kernels; then
   stamp kernels
-  for spec in "unetr|1 2 4|aten fused" "swin_unetr|1 2 4|aten fused" "unet3d|2|aten fused fused-cl"; do
+  IFS=';' read -ra specs <<<"${KERNEL_SPECS:-unetr|1 2 4|aten fused fused+graph;swin_unetr|1 2 4|aten fused+graph;unet3d|2|aten fused+graph fused+graph+cl}"
+  for spec in "${specs[@]}"; do
     IFS='|' read -r m b v <<<"$spec"
     OUT=$logs/k_$m MODELS=$m BATCHES=$b VARIANTS=$v TESTS=0 bash tools/h200-kernels.sh >/dev/null 2>&1
     { echo; echo "## throughput $m"; cat "$logs/k_$m/kernels.md"; } >>"$summary"
+  done
+fi
+
+if has bench; then
+  stamp bench
+  for k in aten fused; do
+    "$vf" bench --model resnet50 --precision float16 --device 0 --batch 64 --steps 30 --iterations 5 --input random \
+      --tf32 off --kernels $k >"$logs/bench_resnet50_$k.log" 2>&1
+    { echo "## bench resnet50 float16 --kernels $k"; grep -E "Iteration|settings|rror" "$logs/bench_resnet50_$k.log" | tail -4; } >>"$summary"
   done
 fi
 
@@ -58,13 +73,22 @@ if has profile; then
 fi
 
 if has peers; then
-  stamp peers
+  # The compiled peers (the fastest setting of each), right after voxfit's runs of the same
+  # configurations above.
   export PYTHONPATH=$PWD/.shared-data/peers
   peer=.shared-data/peers
-  for m in ${PEER_MODELS:-unetr}; do
-    python3 "$peer/peer_seg.py" --model "$m" --batches "${PEER_BATCHES:-1,2,4}" --no-search --compile --steps 20 \
+  for spec in ${PEER_SEG:-unetr:1,2,4}; do
+    m=${spec%%:*}
+    stamp "peer $m"
+    python3 "$peer/peer_seg.py" --model "$m" --batches "${spec#*:}" --no-search --compile --steps 20 \
       >"$logs/peer_${m}_compile.log" 2>&1
-    { echo; echo "## MONAI $m + torch.compile"; tail -8 "$logs/peer_${m}_compile.log"; } >>"$summary"
+    { echo; echo "## MONAI $m + torch.compile"; grep -E '^\{' "$logs/peer_${m}_compile.log" | tail -6; } >>"$summary"
+  done
+  for spec in ${PEER_REF:-}; do  # model:precision
+    stamp "peer $spec"
+    python3 "$peer/peer_ref.py" --model "${spec%%:*}" --precision "${spec#*:}" --channels-last --compile \
+      >"$logs/peer_ref_${spec/:/_}.log" 2>&1
+    { echo; echo "## timm $spec channels-last + torch.compile"; tail -c 600 "$logs/peer_ref_${spec/:/_}.log"; } >>"$summary"
   done
 fi
 

@@ -5,7 +5,8 @@
 # over 10-step windows) per model, batch, --kernels and layout. Prints a table last.
 # Needs build-cuda/ (tools/device-build.sh --no-tests) and .shared-data.
 #   MODELS   default "unetr"; BATCHES default "1 2 4"; STEPS default 40
-#   VARIANTS default "aten fused fused-cl" (fused-cl: --kernels fused --channels-last)
+#   VARIANTS default "aten fused fused+graph": words joined by '+': fused (--kernels fused, else
+#            aten), graph (--cuda-graph on, else off), cl (--channels-last)
 #   TESTS    1 (default) runs the kernel tests first
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -26,9 +27,11 @@ table="$out/kernels.md"
 } >"$table"
 for m in ${MODELS:-unetr}; do
   for b in ${BATCHES:-1 2 4}; do
-    for v in ${VARIANTS:-aten fused fused-cl}; do
-      args=(--kernels "${v%%-cl}")
-      [ "${v#*-}" = cl ] && args+=(--channels-last)
+    for v in ${VARIANTS:-aten fused fused+graph}; do
+      args=(--kernels aten --cuda-graph off)
+      [[ "+$v+" == *+fused+* ]] && args[1]=fused
+      [[ "+$v+" == *+graph+* ]] && args[3]=on
+      [[ "+$v+" == *+cl+* ]] && args+=(--channels-last)
       run="$work/k_${m}_${b}_$v"
       rm -rf "$run"
       "$vf" train --dataset "$work/cache" --model "$m" --batch "$b" --precision fp16 --steps "${STEPS:-40}" \
