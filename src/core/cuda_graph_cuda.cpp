@@ -12,7 +12,8 @@ namespace {
 
 class GraphStep final : public CapturedStep {
  public:
-  GraphStep(const std::function<void()>& step, int device_index, int warmup_runs, bool release_cached) {
+  GraphStep(const std::function<void()>& step, int device_index, int warmup_runs, bool release_cached,
+            bool other_threads_free) {
     const auto device = static_cast<c10::DeviceIndex>(device_index);
     c10::cuda::CUDAGuard device_guard(device);
     // Capture is illegal on the legacy default stream, and the side stream must not start before
@@ -22,7 +23,7 @@ class GraphStep final : public CapturedStep {
     for (int i = 0; i < warmup_runs; ++i) step();
     torch::cuda::synchronize(device_index);
     if (release_cached) c10::cuda::CUDACachingAllocator::emptyCache();
-    graph_.capture_begin();
+    graph_.capture_begin({0, 0}, other_threads_free ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal);
     step();
     graph_.capture_end();
     torch::cuda::synchronize(device_index);
@@ -37,8 +38,8 @@ class GraphStep final : public CapturedStep {
 }  // namespace
 
 std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index,
-                                           int warmup_runs, bool release_cached) {
-  return std::make_unique<GraphStep>(step, device_index, warmup_runs, release_cached);
+                                           int warmup_runs, bool release_cached, bool other_threads_free) {
+  return std::make_unique<GraphStep>(step, device_index, warmup_runs, release_cached, other_threads_free);
 }
 
 }  // namespace voxfit::core

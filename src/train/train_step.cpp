@@ -98,7 +98,7 @@ void TrainStep::capture(const data::Batch& batch, double lr) {
   // The eager steps before have run cuDNN's autotuning and left the gradients dropped
   // (zero_grad), so the captured backward allocates them in the graph's pool, as every replay will.
   graph_ = core::capture_step([this] { graph_out_ = compute(graph_batch_, 0.0, &graph_lr_); }, device_.index(),
-                              /*warmup_runs=*/0, /*release_cached=*/true);
+                              /*warmup_runs=*/0, /*release_cached=*/true, /*other_threads_free=*/true);
 #else
   (void)batch;
   (void)lr;
