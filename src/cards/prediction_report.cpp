@@ -115,24 +115,30 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
   fs::create_directories(dir);
   std::ostringstream csv;
   csv << "profile,model,precision,train,batch,source_card,card,predicted_samples_per_s,kernel_ms,overhead_ms,step_ms,"
-         "compute_bound_share\n";
+         "compute_share,memory_share,latency_share,main_unit,main_unit_tflops\n";
   for (const auto& p : predictions)
     for (const auto& c : p.cards)
       csv << '"' << p.profile.label() << "\"," << p.profile.model << "," << p.profile.precision << ","
           << (p.profile.train ? "true" : "false") << "," << p.profile.batch << "," << p.source_card << "," << c.card
           << "," << fixed(c.samples_per_s, 1) << "," << fixed(c.kernel_s * 1e3, 3) << ","
           << fixed(c.overhead_s * 1e3, 3) << "," << fixed(c.step_s * 1e3, 3) << ","
-          << fixed(c.compute_bound_share, 3) << "\n";
+          << fixed(c.compute_share(), 3) << "," << fixed(c.memory_share(), 3) << "," << fixed(c.latency_share(), 3)
+          << "," << to_string(c.main_unit) << "," << fixed(c.main_unit_flops * 1e-12, 1) << "\n";
   write_file_atomic(dir / "predictions.csv", csv.str());
 
   std::ostringstream md;
   md << "# Predicted throughput per card\n\nSamples (images) per second. Each profile kernel's time is its roofline "
-        "time on the card (memory efficiency "
-     << fixed(k.memory_efficiency, 2) << ", compute efficiency " << fixed(k.compute_efficiency, 2)
-     << ", the same for every card; the bandwidth x 15/16 on a card with in-band ECC, the check bits' share) plus the part the profiled card's roofline does not explain, scaled by SM count x "
-        "boost clock; a kernel faster than the profiled card's roofline (served from its L2, or beating the assumed memory "
-        "efficiency) takes the card's roofline where one launch's bytes exceed the card's smaller L2; kernel latency "
-     << fixed(k.kernel_latency_us, 1) << " us kept; launch and host time kept from the profile.\n\n| card |";
+        "time on the card, at the rate of the unit its arithmetic runs on there (tensor cores for its type where the "
+        "card has them, else the FP16 or FP32 vector units; power-limited to TDP / energy per FLOP, not below the base "
+        "clock's share, where an energy constant exists for the card's architecture and unit) and the card's bandwidth "
+        "(x 15/16 with in-band ECC), with memory efficiency "
+     << fixed(k.memory_efficiency, 2) << " and compute efficiency " << fixed(k.compute_efficiency, 2)
+     << " for every card, plus the part the profiled card's roofline does not explain, scaled by SM count x boost "
+        "clock; a kernel faster than the profiled card's roofline takes the card's roofline where one launch's bytes "
+        "exceed the card's smaller L2; kernel latency "
+     << fixed(k.kernel_latency_us, 1) << " us kept; launch and host time kept from the profile. Constants:";
+  for (const auto& [name, value] : free_parameters(k)) md << " " << name << " = " << fixed(value, 3) << ";";
+  md << "\n\n| card |";
   for (const auto& p : predictions) md << " " << p.profile.label() << " |";
   md << "\n|---|";
   for (std::size_t i = 0; i < predictions.size(); ++i) md << "---:|";
@@ -141,6 +147,26 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
     for (std::size_t c = 0; c < predictions.front().cards.size(); ++c) {
       md << "| " << predictions.front().cards[c].card << " |";
       for (const auto& p : predictions) md << " " << fixed(p.cards[c].samples_per_s, 1) << " |";
+      md << "\n";
+    }
+  md << "\n## Where the time goes\n\nPer card and profile: the share of the predicted step that is compute-bound "
+        "(kernels above the card's ridge point, at the sustained rate), memory-bound (below it, and copies) and "
+        "latency-bound (time beyond the profiled GPU's roofline, scaled by SMs x clock, and the launch and host time "
+        "kept), as compute / memory / latency %; then the unit the profile's main arithmetic runs on and its sustained "
+        "TFLOP/s (* where power-limited below the datasheet peak).\n\n| card |";
+  for (const auto& p : predictions) md << " " << p.profile.label() << " |";
+  md << "\n|---|";
+  for (std::size_t i = 0; i < predictions.size(); ++i) md << "---|";
+  md << "\n";
+  if (!predictions.empty())
+    for (std::size_t c = 0; c < predictions.front().cards.size(); ++c) {
+      md << "| " << predictions.front().cards[c].card << " |";
+      for (const auto& p : predictions) {
+        const CardPrediction& x = p.cards[c];
+        md << " " << fixed(100 * x.compute_share(), 0) << " / " << fixed(100 * x.memory_share(), 0) << " / "
+           << fixed(100 * x.latency_share(), 0) << " % " << to_string(x.main_unit) << " "
+           << fixed(x.main_unit_flops * 1e-12, x.main_unit_flops < 1e12 ? 2 : 1) << (x.power_limited ? "*" : "") << " |";
+      }
       md << "\n";
     }
   md << "\nProfiles:";

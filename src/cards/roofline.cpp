@@ -2,20 +2,77 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 
 #include "voxfit/core/error.h"
 
 namespace voxfit::cards {
 
-double peak_flops(const memory::CardSpec& c, MathKind math) {
-  double tflops = c.fp32_tflops;
-  switch (math) {
-    case MathKind::kFp16Tensor: tflops = c.fp16_tensor_tflops.value_or(c.fp32_tflops); break;
-    case MathKind::kBf16Tensor: tflops = c.bf16_tflops.value_or(c.fp16_tensor_tflops.value_or(c.fp32_tflops)); break;
-    case MathKind::kTf32: tflops = c.tf32_tflops.value_or(c.fp32_tflops); break;
-    case MathKind::kFp32: tflops = c.fp32_tflops; break;
+std::string to_string(ComputeUnit unit) {
+  switch (unit) {
+    case ComputeUnit::kFp16Tensor: return "fp16_tensor";
+    case ComputeUnit::kBf16Tensor: return "bf16_tensor";
+    case ComputeUnit::kTf32Tensor: return "tf32_tensor";
+    case ComputeUnit::kFp16Vector: return "fp16_vector";
+    case ComputeUnit::kFp32Vector: return "fp32_vector";
   }
-  return tflops * 1e12;
+  return "fp32_vector";
+}
+
+std::vector<EnergyPerFlop> default_energy_per_flop() {
+  return {{"ampere", ComputeUnit::kFp16Tensor, kAmpereTensorPicojoules},
+          {"ampere", ComputeUnit::kBf16Tensor, kAmpereTensorPicojoules},
+          {"ampere", ComputeUnit::kTf32Tensor, 2.0 * kAmpereTensorPicojoules}};
+}
+
+std::vector<std::pair<std::string, double>> free_parameters(const RooflineConstants& k) {
+  std::vector<std::pair<std::string, double>> out = {{"memory_efficiency", k.memory_efficiency},
+                                                     {"compute_efficiency", k.compute_efficiency},
+                                                     {"kernel_latency_us", k.kernel_latency_us}};
+  for (const auto& e : k.energy) out.emplace_back("energy_pj." + e.architecture + "." + to_string(e.unit), e.picojoules);
+  return out;
+}
+
+ComputeUnit compute_unit(const memory::CardSpec& c, MathKind math) {
+  switch (math) {
+    case MathKind::kFp16Tensor:
+      if (c.fp16_tensor_tflops) return ComputeUnit::kFp16Tensor;
+      return c.fp16_vector_tflops ? ComputeUnit::kFp16Vector : ComputeUnit::kFp32Vector;
+    case MathKind::kBf16Tensor: return c.bf16_tflops ? ComputeUnit::kBf16Tensor : ComputeUnit::kFp32Vector;
+    case MathKind::kTf32: return c.tf32_tflops ? ComputeUnit::kTf32Tensor : ComputeUnit::kFp32Vector;
+    case MathKind::kFp32: return ComputeUnit::kFp32Vector;
+  }
+  return ComputeUnit::kFp32Vector;
+}
+
+namespace {
+
+double unit_tflops(const memory::CardSpec& c, ComputeUnit unit) {
+  switch (unit) {
+    case ComputeUnit::kFp16Tensor: return c.fp16_tensor_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kBf16Tensor: return c.bf16_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kTf32Tensor: return c.tf32_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kFp16Vector: return c.fp16_vector_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kFp32Vector: return c.fp32_tflops;
+  }
+  return c.fp32_tflops;
+}
+
+}  // namespace
+
+double peak_flops(const memory::CardSpec& c, MathKind math) { return unit_tflops(c, compute_unit(c, math)) * 1e12; }
+
+double sustained_flops(const memory::CardSpec& c, MathKind math, const RooflineConstants& k) {
+  const ComputeUnit unit = compute_unit(c, math);
+  const double peak = unit_tflops(c, unit) * 1e12;
+  if (c.architecture.empty() || c.tdp_w <= 0) return peak;
+  for (const auto& e : k.energy) {
+    if (e.architecture != c.architecture || e.unit != unit || e.picojoules <= 0) continue;
+    const double powered = static_cast<double>(c.tdp_w) / (e.picojoules * 1e-12);
+    const double base = c.base_mhz > 0 && c.boost_mhz > 0 ? peak * c.base_mhz / c.boost_mhz : 0.0;
+    return std::min(peak, std::max(powered, base));
+  }
+  return peak;
 }
 
 double bandwidth_bytes(const memory::CardSpec& c) {
@@ -24,7 +81,7 @@ double bandwidth_bytes(const memory::CardSpec& c) {
 
 double roofline_seconds(double flops, double bytes, MathKind math, const memory::CardSpec& card,
                         const RooflineConstants& k) {
-  const double compute = flops / (peak_flops(card, math) * k.compute_efficiency);
+  const double compute = flops / (sustained_flops(card, math, k) * k.compute_efficiency);
   const double memory = bytes / (bandwidth_bytes(card) * k.memory_efficiency);
   return std::max(compute, memory);
 }
@@ -38,50 +95,84 @@ double issue_ratio(const memory::CardSpec& source, const memory::CardSpec& targe
 namespace {
 
 bool compute_bound(const KernelRecord& kr, const memory::CardSpec& card, const RooflineConstants& k) {
-  return kr.flops / (peak_flops(card, kr.math) * k.compute_efficiency) >
-         kr.bytes / (bandwidth_bytes(card) * k.memory_efficiency);
+  return kr.flops > 0 && kr.flops / (sustained_flops(card, kr.math, k) * k.compute_efficiency) >
+                             kr.bytes / (bandwidth_bytes(card) * k.memory_efficiency);
 }
 
-// The time of `time_us` (no latency part) on the target.
-double scale_time_us(const KernelRecord& kr, double time_us, const memory::CardSpec& source,
-                     const memory::CardSpec& target, const RooflineConstants& k) {
-  if (time_us <= 0) return 0.0;  // all of it was launch latency
-  // Neither FLOPs nor bytes known (memsets, copies outside an operator): scaled by bandwidth.
-  if (kr.flops <= 0 && kr.bytes <= 0) return time_us * bandwidth_bytes(source) / bandwidth_bytes(target);
+// The time of `time_us` (no fixed latency part) on the target, split by what bounds it there.
+KernelTime scale_time(const KernelRecord& kr, double time_us, const memory::CardSpec& source,
+                      const memory::CardSpec& target, const RooflineConstants& k) {
+  KernelTime t;
+  if (time_us <= 0) return t;  // all of it was launch latency
+  // Neither FLOPs nor bytes known (memsets, copies, layout changes): scaled by bandwidth.
+  if (kr.flops <= 0 && kr.bytes <= 0) {
+    t.memory_us = time_us * bandwidth_bytes(source) / bandwidth_bytes(target);
+    return t;
+  }
   const double src_us = roofline_seconds(kr.flops, kr.bytes, kr.math, source, k) * 1e6;
   const double dst_us = roofline_seconds(kr.flops, kr.bytes, kr.math, target, k) * 1e6;
-  if (time_us >= src_us) return dst_us + (time_us - src_us) * issue_ratio(source, target);
+  double& roof = compute_bound(kr, target, k) ? t.compute_us : t.memory_us;
+  if (time_us >= src_us) {
+    roof = dst_us;
+    t.latency_us = (time_us - src_us) * issue_ratio(source, target);
+    return t;
+  }
   // Faster than the source's roofline: its bytes came from the source's L2, it moved them faster than
   // the assumed memory efficiency, or the byte estimate over-counts. A target with a smaller L2 that
   // cannot hold one launch's bytes gets its roofline (experiments/results/h200/cards.md, rule 2).
   const double bytes_per_launch = kr.bytes / static_cast<double>(std::max<std::int64_t>(kr.calls, 1));
-  if (target.l2_mb < source.l2_mb && bytes_per_launch > target.l2_mb * 1e6) return dst_us;
-  return src_us > 0 ? time_us * dst_us / src_us : dst_us;
+  if (target.l2_mb < source.l2_mb && bytes_per_launch > target.l2_mb * 1e6)
+    roof = dst_us;
+  else
+    roof = src_us > 0 ? time_us * dst_us / src_us : dst_us;
+  return t;
 }
 
 }  // namespace
 
+KernelTime scale_kernel(const KernelRecord& kr, const memory::CardSpec& source, const memory::CardSpec& target,
+                        const RooflineConstants& k) {
+  const double latency = std::min(kr.time_us, k.kernel_latency_us * static_cast<double>(kr.calls));
+  KernelTime t = scale_time(kr, kr.time_us - latency, source, target, k);
+  t.latency_us += latency;
+  return t;
+}
+
 double scale_kernel_us(const KernelRecord& kr, const memory::CardSpec& source, const memory::CardSpec& target,
                        const RooflineConstants& k) {
-  const double latency = std::min(kr.time_us, k.kernel_latency_us * static_cast<double>(kr.calls));
-  return latency + scale_time_us(kr, kr.time_us - latency, source, target, k);
+  return scale_kernel(kr, source, target, k).total_us();
 }
 
 CardPrediction predict_card(const KernelProfile& profile, const memory::CardSpec& source,
                             const memory::CardSpec& target, const RooflineConstants& k) {
   CardPrediction p;
   p.card = target.id;
-  double compute_us = 0, total_us = 0;
+  KernelTime sum;
+  std::map<MathKind, double> flops_by_math;
   for (const auto& kr : profile.kernels) {
-    const double us = scale_kernel_us(kr, source, target, k);
-    total_us += us;
-    if (kr.flops > 0 && compute_bound(kr, target, k)) compute_us += us;
+    flops_by_math[kr.math] += kr.flops;
+    const KernelTime t = scale_kernel(kr, source, target, k);
+    sum.compute_us += t.compute_us;
+    sum.memory_us += t.memory_us;
+    sum.latency_us += t.latency_us;
   }
-  p.kernel_s = total_us * 1e-6;
+  p.compute_s = sum.compute_us * 1e-6;
+  p.memory_s = sum.memory_us * 1e-6;
+  p.latency_s = sum.latency_us * 1e-6;
+  p.kernel_s = sum.total_us() * 1e-6;
   p.overhead_s = profile.overhead_s_per_step();
   p.step_s = p.kernel_s + p.overhead_s;
   p.samples_per_s = p.step_s > 0 ? static_cast<double>(profile.batch) / p.step_s : 0.0;
-  p.compute_bound_share = total_us > 0 ? compute_us / total_us : 0.0;
+  MathKind main = MathKind::kFp32;
+  double most = 0;
+  for (const auto& [math, flops] : flops_by_math)
+    if (flops > most) {
+      most = flops;
+      main = math;
+    }
+  p.main_unit = compute_unit(target, main);
+  p.main_unit_flops = sustained_flops(target, main, k);
+  p.power_limited = p.main_unit_flops < peak_flops(target, main);
   return p;
 }
 

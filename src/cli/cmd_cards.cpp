@@ -97,17 +97,24 @@ int cards_list(const Args& args) {
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   const auto table = memory::load_card_table(vm["cards"].as<std::string>());
-  std::printf("| card | name | CUDA-visible MiB | GB/s | SMs | FP32 | FP16 tensor | TF32 | BF16 | L2 MB |\n"
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| card | name | arch | CUDA-visible MiB | memory | GB/s | SMs | base / boost MHz | TDP W | FP32 | FP16 vector | "
+              "FP16 tensor | TF32 | BF16 | L2 MB |\n"
+              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const auto opt = [](const std::optional<double>& v) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f", v.value_or(0.0));
+    std::snprintf(buf, sizeof buf, v && *v < 1 ? "%.3f" : "%.1f", v.value_or(0.0));
     return v ? std::string(buf) : std::string("-");
   };
-  for (const auto& c : table.cards())
-    std::printf("| %s | %s | %.0f | %.0f | %d | %.1f | %s | %s | %s | %.1f |\n", c.id.c_str(), c.name.c_str(),
-                c.cuda_visible_mib, c.bandwidth_gbs, c.sms, c.fp32_tflops, opt(c.fp16_tensor_tflops).c_str(),
-                opt(c.tf32_tflops).c_str(), opt(c.bf16_tflops).c_str(), c.l2_mb);
+  const auto text = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  for (const auto& c : table.cards()) {
+    const std::string base = c.base_mhz > 0 ? std::to_string(c.base_mhz) : std::string("-");
+    const std::string fp16_vector = c.fp16_emulated ? std::string("none") : opt(c.fp16_vector_tflops);
+    std::printf("| %s | %s | %s | %.0f | %s | %.0f | %d | %s / %d | %d | %.1f | %s | %s | %s | %s | %.1f |\n",
+                c.id.c_str(), c.name.c_str(), text(c.architecture).c_str(), c.cuda_visible_mib,
+                (text(c.memory_type) + (c.inband_ecc ? " (ECC in-band)" : "")).c_str(), c.bandwidth_gbs, c.sms,
+                base.c_str(), c.boost_mhz, c.tdp_w, c.fp32_tflops, fp16_vector.c_str(),
+                opt(c.fp16_tensor_tflops).c_str(), opt(c.tf32_tflops).c_str(), opt(c.bf16_tflops).c_str(), c.l2_mb);
+  }
   return 0;
 }
 
@@ -165,7 +172,8 @@ int cards_predict(const Args& args) {
       "voxfit cards predict (--profile FILE.json [--profile ...] | --model M --precision P [--train]) "
       "[--results SWEEP_DIR] [--output DIR]",
       "Predicts samples/s on every card of the table from kernel profiles (saved ones, or one taken here first): "
-      "each kernel's roofline time on the card plus its time beyond the profiled GPU's roofline scaled by SM count x "
+      "each kernel's roofline time on the card (at the rate of the unit its arithmetic runs on there, power-limited "
+      "where the card's TDP cannot feed it) plus its time beyond the profiled GPU's roofline scaled by SM count x "
       "boost clock (a kernel faster than that roofline takes the card's roofline where one launch exceeds the card's smaller L2), launch and host time kept. "
       "With --results, also each card's largest batch and samples/s there. Writes predictions.csv/.md and a plot "
       "where gnuplot exists."};

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
@@ -26,7 +25,8 @@ constexpr std::array<const char*, 14> kColumns = {
     "sms",         "boost_mhz",   "fp32_tflops",        "fp16_tensor_tflops", "tf32_tflops",
     "bf16_tflops", "l2_mb",       "tdp_w",              "visible_source"};
 // Known columns a table may leave out (the default applies).
-constexpr std::array<const char*, 1> kOptionalColumns = {"inband_ecc"};
+constexpr std::array<const char*, 5> kOptionalColumns = {"inband_ecc", "base_mhz", "fp16_vector_tflops",
+                                                         "architecture", "memory_type"};
 
 bool is_known_column(const std::string& name) {
   return std::find(kColumns.begin(), kColumns.end(), name) != kColumns.end() ||
@@ -40,12 +40,43 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-std::vector<std::string> split_fields(const std::string& line) {
+// One CSV line into trimmed fields. A field that starts with '"' runs to the next lone quote
+// ("" inside is a quote), so a note may hold commas; `where` names the line in errors.
+std::vector<std::string> split_fields(const std::string& line, const std::string& where) {
   std::vector<std::string> out;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, ',')) out.push_back(trim(field));
-  if (!line.empty() && line.back() == ',') out.emplace_back();
+  std::size_t i = 0;
+  while (true) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    std::string field;
+    if (i < line.size() && line[i] == '"') {
+      const std::size_t open = i++;
+      bool closed = false;
+      while (i < line.size()) {
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            field += '"';
+            i += 2;
+            continue;
+          }
+          closed = true;
+          ++i;
+          break;
+        }
+        field += line[i++];
+      }
+      if (!closed) throw IoError(where + ": the quote opened at character " + std::to_string(open + 1) + " is not closed");
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      if (i < line.size() && line[i] != ',')
+        throw IoError(where + ": text after the quoted field that ends at character " + std::to_string(i));
+    } else {
+      const std::size_t comma = line.find(',', i);
+      field = trim(line.substr(i, comma == std::string::npos ? std::string::npos : comma - i));
+      i = comma == std::string::npos ? line.size() : comma;
+    }
+    out.push_back(std::move(field));
+    if (i >= line.size()) break;
+    ++i;  // the comma
+  }
   return out;
 }
 
@@ -75,6 +106,33 @@ class RowReader {
     throw IoError(at_.where(it->second, name) + ": '" + s + "' is not yes or no");
   }
 
+  // An optional text column: "" when the column is absent.
+  std::string optional_text(const std::string& name) const {
+    const auto it = index_.find(name);
+    return it == index_.end() ? std::string() : fields_[it->second];
+  }
+
+  // An optional whole number: 0 when the column is absent or the field empty.
+  int optional_integer(const std::string& name) const { return index_.count(name) ? integer(name, false) : 0; }
+
+  // fp16_vector_tflops: a rate, "none" (emulated) or empty (unknown).
+  std::optional<double> fp16_vector(bool& emulated) const {
+    emulated = false;
+    const auto it = index_.find("fp16_vector_tflops");
+    if (it == index_.end()) return std::nullopt;
+    if (fields_[it->second] == "none") {
+      emulated = true;
+      return std::nullopt;
+    }
+    const std::string& t = fields_[it->second];
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (!t.empty() && (end != t.c_str() + t.size() || !std::isfinite(v) || v <= 0))
+      throw IoError(at_.where(it->second, "fp16_vector_tflops") + ": '" + t +
+                    "' is not a positive number or none (FP16 emulated)");
+    return optional_number("fp16_vector_tflops");
+  }
+
   std::optional<double> optional_number(const std::string& name) const {
     const std::size_t col = index_.at(name);
     const std::string& s = fields_[col];
@@ -92,7 +150,8 @@ class RowReader {
     return *v;
   }
 
-  int integer(const std::string& name) const {
+  int integer(const std::string& name, bool required = true) const {
+    if (!required && text(name).empty()) return 0;
     const double v = number(name);
     if (v != std::floor(v) || v > 1e9)
       throw IoError(at_.where(index_.at(name), name) + ": '" + text(name) + "' is not a whole number");
@@ -172,7 +231,7 @@ CardTable load_card_table(const std::filesystem::path& path) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (trim(line).empty()) continue;
-    const auto fields = split_fields(line);
+    const auto fields = split_fields(line, path.string() + ":" + std::to_string(line_no));
     const Where at{path, line_no};
     if (index.empty()) {
       for (std::size_t i = 0; i < fields.size(); ++i) {
@@ -210,6 +269,10 @@ CardTable load_card_table(const std::filesystem::path& path) {
     c.tdp_w = row.integer("tdp_w");
     c.visible_source = row.visible_source();
     c.inband_ecc = row.flag("inband_ecc", false);
+    c.base_mhz = row.optional_integer("base_mhz");
+    c.fp16_vector_tflops = row.fp16_vector(c.fp16_emulated);
+    c.architecture = row.optional_text("architecture");
+    c.memory_type = row.optional_text("memory_type");
     cards.push_back(std::move(c));
   }
   if (cards.empty()) throw IoError(path.string() + ": no cards (expected a header line and one line per card)");

@@ -2,6 +2,15 @@
 // numbers make the expected times easy to compute by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "support/test_support.h"
+#include "voxfit/bench/reference_table.h"
+#include "voxfit/cards/prediction_report.h"
 #include "voxfit/cards/roofline.h"
 #include "voxfit/core/error.h"
 
@@ -57,9 +66,77 @@ TEST(Roofline, PeakRatesFollowTheArithmeticAndFallBack) {
   EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kTf32), 20e12);
   EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kFp32), 10e12);
   EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kTf32), 10e12);         // no TF32: FP32
-  EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kBf16Tensor), 25e12);   // no BF16 entry: FP16 tensor
+  // No BF16 tensor cores: FP16 tensor cores cannot run bfloat16, so it is emulated in FP32.
+  EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kBf16Tensor), 10e12);
+  EXPECT_EQ(compute_unit(kB, MathKind::kBf16Tensor), ComputeUnit::kFp32Vector);
+  EXPECT_EQ(compute_unit(kSource, MathKind::kFp16Tensor), ComputeUnit::kFp16Tensor);
   EXPECT_DOUBLE_EQ(bandwidth_bytes(kA), 500e9);
 }
+
+TEST(Roofline, Float16WithoutTensorCoresRunsOnTheFp16VectorUnitsOrFp32WhereEmulated) {
+  memory::CardSpec pascal = card("pascal", 500, 0, 12, std::nullopt);
+  pascal.fp16_tensor_tflops.reset();
+  pascal.fp16_vector_tflops = 12.0 / 64;  // GP102: 1/64 of FP32
+  EXPECT_EQ(compute_unit(pascal, MathKind::kFp16Tensor), ComputeUnit::kFp16Vector);
+  EXPECT_DOUBLE_EQ(peak_flops(pascal, MathKind::kFp16Tensor), 12e12 / 64);
+  EXPECT_DOUBLE_EQ(peak_flops(pascal, MathKind::kFp32), 12e12);
+  memory::CardSpec emulated = pascal;
+  emulated.fp16_vector_tflops.reset();
+  emulated.fp16_emulated = true;
+  EXPECT_EQ(compute_unit(emulated, MathKind::kFp16Tensor), ComputeUnit::kFp32Vector);
+  EXPECT_DOUBLE_EQ(peak_flops(emulated, MathKind::kFp16Tensor), 12e12);
+  // A card with FP16 tensor cores keeps them whatever its vector rate.
+  memory::CardSpec tensor = kSource;
+  tensor.fp16_vector_tflops = 20;
+  EXPECT_DOUBLE_EQ(peak_flops(tensor, MathKind::kFp16Tensor), 100e12);
+}
+
+TEST(Roofline, CardWithoutFp16TensorCoresPredictsFloat16SlowerThanFloat32OnAGemmBoundProfile) {
+  // The same matrix products (1e12 FLOPs a step, 500 FLOP/B in float32) profiled in both precisions
+  // on the source (roofline 12.5 ms on its FP16 tensor cores, 125 ms on FP32), 0.5 ms kept.
+  KernelProfile half;
+  half.batch = 64;
+  half.kernels = {kernel(14000, 1e12, 1e9, MathKind::kFp16Tensor)};
+  half.wall_s_per_step = 0.0145;
+  KernelProfile single = half;
+  single.kernels = {kernel(130000, 1e12, 2e9, MathKind::kFp32)};
+  single.wall_s_per_step = 0.1305;
+  memory::CardSpec pascal = card("pascal", 500, 0, 12, std::nullopt, 30, 1582, 3);
+  pascal.fp16_tensor_tflops.reset();
+  pascal.fp16_vector_tflops = 12.0 / 64;
+  const RooflineConstants k;
+  const double half_s = predict_card(half, kSource, pascal, k).samples_per_s;
+  const double single_s = predict_card(single, kSource, pascal, k).samples_per_s;
+  EXPECT_LT(half_s, single_s);
+  EXPECT_LT(half_s, 0.1 * single_s);  // 1/64 of the rate: an order of magnitude, not a few percent
+  // With FP16 tensor cores the same profiles predict float16 faster.
+  const memory::CardSpec volta = card("volta", 500, 60, 12, std::nullopt, 30, 1582, 3);
+  EXPECT_GT(predict_card(half, kSource, volta, k).samples_per_s, predict_card(single, kSource, volta, k).samples_per_s);
+}
+
+TEST(Roofline, PowerLimitIsTdpOverEnergyPerFlopNeverBelowTheBaseClock) {
+  memory::CardSpec c = card("c", 500, 100, 10, 20);  // 100 TFLOP/s FP16 tensor at 1000 MHz boost
+  c.architecture = "gen";
+  c.tdp_w = 100;
+  c.base_mhz = 400;
+  RooflineConstants k = exact();
+  k.energy = {{"gen", ComputeUnit::kFp16Tensor, 2.0}};  // 100 W / 2 pJ = 50 TFLOP/s
+  EXPECT_NEAR(sustained_flops(c, MathKind::kFp16Tensor, k), 50e12, 1e3);
+  c.base_mhz = 600;  // the base clock holds 60 TFLOP/s
+  EXPECT_NEAR(sustained_flops(c, MathKind::kFp16Tensor, k), 60e12, 1e3);
+  c.tdp_w = 400;  // enough power for the peak
+  EXPECT_NEAR(sustained_flops(c, MathKind::kFp16Tensor, k), 100e12, 1e3);
+  c.tdp_w = 100;
+  EXPECT_NEAR(sustained_flops(c, MathKind::kTf32, k), 20e12, 1e3);  // no TF32 energy: its peak
+  c.architecture = "other";                                       // no energy for this generation
+  EXPECT_NEAR(sustained_flops(c, MathKind::kFp16Tensor, k), 100e12, 1e3);
+  c.architecture = "gen";
+  // A compute-bound kernel (1e12 FLOPs: 10 ms roofline on the source, 10 ms more measured) takes
+  // 1e12 / 60e12 s of roofline on the limited card; its latency part is unchanged.
+  const KernelRecord g = kernel(20000, 1e12, 1e9);
+  EXPECT_NEAR(scale_kernel_us(g, kSource, c, k), 1e12 / 60e12 * 1e6 + 10000, 1e-6);  // same SMs x clock
+}
+
 
 TEST(Roofline, IssueRatioIsSmsTimesClock) {
   EXPECT_DOUBLE_EQ(issue_ratio(kSource, kA), 2.0);
@@ -136,7 +213,15 @@ TEST(Roofline, PredictCardSumsKernelsAndKeepsTheOverhead) {
   EXPECT_NEAR(a.kernel_s, 0.030 + 0.030, 1e-12);
   EXPECT_NEAR(a.step_s, 0.065, 1e-12);
   EXPECT_NEAR(a.samples_per_s, 8 / 0.065, 1e-9);
-  EXPECT_NEAR(a.compute_bound_share, 30.0 / 60.0, 1e-12);
+  // The first kernel: 10 ms compute-bound roofline + 20 ms latency; the second: 20 ms of memory +
+  // 10 ms latency. Shares of the 65 ms step, latency with the 5 ms kept.
+  EXPECT_NEAR(a.compute_s, 0.010, 1e-12);
+  EXPECT_NEAR(a.memory_s, 0.020, 1e-12);
+  EXPECT_NEAR(a.latency_s, 0.030, 1e-12);
+  EXPECT_NEAR(a.compute_share() + a.memory_share() + a.latency_share(), 1.0, 1e-12);
+  EXPECT_NEAR(a.latency_share(), 0.035 / 0.065, 1e-12);
+  EXPECT_EQ(a.main_unit, ComputeUnit::kFp16Tensor);
+  EXPECT_FALSE(a.power_limited);
   const CardPrediction b = predict_card(p, kSource, kB, exact());
   EXPECT_NEAR(b.step_s, 0.050 + 0.015 + 0.005, 1e-12);
   // The source itself reproduces the measured throughput.
@@ -187,6 +272,229 @@ TEST(Roofline, SourceCardByIdThenByCudaNameElseError) {
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("cards.csv"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("NVIDIA B200"), std::string::npos) << e.what();
+  }
+}
+
+// ---- The shipped card table and the committed H200 profiles ----
+
+memory::CardTable shipped_cards() { return memory::load_card_table(test::source_dir() / "data" / "cards.csv"); }
+
+// The reference models profiled on the H200 as the published cards ran them (NCHW, math
+// attention): experiments/results/h200/cards/profiles-protocol.
+std::vector<KernelProfile> protocol_profiles() {
+  const auto dir = test::source_dir() / "experiments" / "results" / "h200" / "cards" / "profiles-protocol";
+  std::vector<KernelProfile> out;
+  for (const char* f : {"resnet50_float16.json", "resnet50_float32.json", "vit_base_patch16_224_float16.json",
+                        "vit_base_patch16_224_float32.json"})
+    out.push_back(load_profile(dir / f));
+  return out;
+}
+
+// samples/s per profile (outer) and card (inner, table order).
+std::vector<std::vector<double>> throughputs(const std::vector<KernelProfile>& profiles, const memory::CardTable& table,
+                                             const RooflineConstants& k = {}) {
+  std::vector<std::vector<double>> out;
+  for (const auto& p : predict_all(profiles, table, k)) {
+    out.emplace_back();
+    for (const auto& c : p.cards) out.back().push_back(c.samples_per_s);
+  }
+  return out;
+}
+
+TEST(ShippedCards, EveryRowHasTheModelsColumnsAndASource) {
+  const auto table = shipped_cards();
+  const std::set<std::string> generations = {"pascal", "volta", "turing", "ampere", "ada", "hopper"};
+  for (const auto& c : table.cards()) {
+    EXPECT_EQ(generations.count(c.architecture), 1u) << c.id << ": " << c.architecture;
+    EXPECT_GT(c.base_mhz, 0) << c.id;
+    EXPECT_LE(c.base_mhz, c.boost_mhz) << c.id;
+    EXPECT_FALSE(c.memory_type.empty()) << c.id;
+    EXPECT_GT(c.tdp_w, 0) << c.id;
+    ASSERT_TRUE(c.fp16_vector_tflops || c.fp16_emulated) << c.id;
+    if (c.architecture == "pascal") {  // GP102: FP16 at 1/64 of FP32, no tensor cores
+      EXPECT_FALSE(c.fp16_tensor_tflops) << c.id;
+      EXPECT_NEAR(*c.fp16_vector_tflops, c.fp32_tflops / 64, 0.01) << c.id;
+    }
+  }
+  // Each card's row ends with its quoted source note (commas inside).
+  std::ifstream in(test::source_dir() / "data" / "cards.csv");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_NE(line.find(",source"), std::string::npos) << line;
+  while (std::getline(in, line)) {
+    ASSERT_FALSE(line.empty());
+    EXPECT_EQ(line.back(), '"') << line;
+    EXPECT_NE(line.find(",\""), std::string::npos) << line;
+  }
+}
+
+class CardColumns : public test::TempDirTest {};
+
+TEST_F(CardColumns, QuotedFieldsNewColumnsAndNoneLoadUnknownColumnsStayAllowed) {
+  const auto path = dir() / "cards.csv";
+  std::ofstream(path)
+      << "id,name,memory_gb,cuda_visible_mib,bandwidth_gbs,sms,boost_mhz,base_mhz,fp32_tflops,fp16_vector_tflops,"
+         "fp16_tensor_tflops,tf32_tflops,bf16_tflops,l2_mb,tdp_w,visible_source,architecture,memory_type,source,price\n"
+         "old,\"Old, \"\"Maxwell\"\" card\",12,12000,336,24,1075,1000,6.1,none,,,,3,250,estimated,maxwell,GDDR5,"
+         "\"datasheet, p. 2\",  \"1,000\"  \n"
+         "p,Pascal,11,11172,484,28,1582,1481,11.3,0.177,,,,2.75,250,estimated,pascal,GDDR5X,,\n"
+         "u,Unknown,11,11172,484,28,1582,,11.3,,,,,2.75,250,estimated,,,,\n";
+  const auto table = memory::load_card_table(path);
+  const auto& old = table.at("old");
+  EXPECT_EQ(old.name, "Old, \"Maxwell\" card");
+  EXPECT_TRUE(old.fp16_emulated);
+  EXPECT_FALSE(old.fp16_vector_tflops);
+  EXPECT_EQ(old.base_mhz, 1000);
+  EXPECT_EQ(old.architecture, "maxwell");
+  EXPECT_EQ(old.memory_type, "GDDR5");
+  EXPECT_EQ(compute_unit(old, MathKind::kFp16Tensor), ComputeUnit::kFp32Vector);
+  EXPECT_DOUBLE_EQ(table.at("p").fp16_vector_tflops.value(), 0.177);
+  EXPECT_EQ(compute_unit(table.at("p"), MathKind::kFp16Tensor), ComputeUnit::kFp16Vector);
+  const auto& u = table.at("u");  // optional columns left empty: unknown
+  EXPECT_EQ(u.base_mhz, 0);
+  EXPECT_FALSE(u.fp16_vector_tflops || u.fp16_emulated);
+  EXPECT_TRUE(u.architecture.empty());
+  EXPECT_EQ(compute_unit(u, MathKind::kFp16Tensor), ComputeUnit::kFp32Vector);
+
+  const auto error_of = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    try {
+      memory::load_card_table(path);
+    } catch (const IoError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string header =
+      "id,name,memory_gb,cuda_visible_mib,bandwidth_gbs,sms,boost_mhz,fp32_tflops,fp16_tensor_tflops,tf32_tflops,"
+      "bf16_tflops,l2_mb,tdp_w,visible_source,fp16_vector_tflops\n";
+  std::string msg = error_of(header + "a,\"Card A,24,24000,900,80,1700,30,60,30,60,6,300,estimated,30\n");
+  EXPECT_NE(msg.find("cards.csv:2: the quote opened at character 3 is not closed"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  msg = error_of(header + "a,\"Card\" A,24,24000,900,80,1700,30,60,30,60,6,300,estimated,30\n");
+  EXPECT_NE(msg.find("cards.csv:2: text after the quoted field"), std::string::npos) << msg;
+  msg = error_of(header + "a,Card A,24,24000,900,80,1700,30,60,30,60,6,300,estimated,half\n");
+  EXPECT_NE(msg.find("cards.csv:2:15 (fp16_vector_tflops): 'half' is not a positive number or none"), std::string::npos)
+      << msg;
+}
+
+TEST(ShippedCards, WithoutFp16TensorCoresFloat16IsSlowerThanFloat32OnTheCommittedProfiles) {
+  const auto table = shipped_cards();
+  const auto t = throughputs(protocol_profiles(), table);  // resnet16, resnet32, vit16, vit32
+  int without = 0;
+  for (std::size_t c = 0; c < table.cards().size(); ++c) {
+    const auto& card = table.cards()[c];
+    if (card.fp16_tensor_tflops) {
+      EXPECT_GT(t[2][c], t[3][c]) << card.id << ": ViT float16 on FP16 tensor cores";
+    } else {
+      ++without;
+      EXPECT_LT(t[0][c], t[1][c]) << card.id << ": resnet50";
+      EXPECT_LT(t[2][c], t[3][c]) << card.id << ": ViT";
+    }
+  }
+  EXPECT_GE(without, 2);  // TITAN Xp and GTX 1080 Ti
+}
+
+TEST(ShippedCards, ChangingOneCardsRowChangesOnlyThatCardsPredictions) {
+  const auto table = shipped_cards();
+  const auto profiles = protocol_profiles();
+  const auto before = throughputs(profiles, table);
+  const std::vector<std::function<void(memory::CardSpec&)>> edits = {
+      [](memory::CardSpec& c) { c.bandwidth_gbs *= 0.8; },
+      [](memory::CardSpec& c) { c.fp32_tflops *= 0.5; },
+      [](memory::CardSpec& c) {
+        if (c.fp16_tensor_tflops) *c.fp16_tensor_tflops *= 0.5;
+        if (c.fp16_vector_tflops) *c.fp16_vector_tflops *= 0.5;
+      },
+      [](memory::CardSpec& c) { c.tdp_w /= 3; },
+      [](memory::CardSpec& c) { c.sms /= 2; },
+      [](memory::CardSpec& c) { c.l2_mb *= 0.5; },
+      [](memory::CardSpec& c) { c.inband_ecc = !c.inband_ecc; },
+  };
+  for (std::size_t i = 0; i < table.cards().size(); ++i) {
+    if (table.cards()[i].id == "h200_sxm") continue;  // the profiled card: every prediction starts from it
+    bool own_changed = false;
+    for (const auto& edit : edits) {
+      auto cards = table.cards();
+      edit(cards[i]);
+      const auto after = throughputs(profiles, memory::CardTable(cards, table.source()));
+      for (std::size_t p = 0; p < after.size(); ++p)
+        for (std::size_t c = 0; c < after[p].size(); ++c) {
+          if (c == i) {
+            own_changed = own_changed || after[p][c] != before[p][c];
+            continue;
+          }
+          ASSERT_EQ(after[p][c], before[p][c]) << "editing " << cards[i].id << " moved " << cards[c].id;
+        }
+    }
+    EXPECT_TRUE(own_changed) << table.cards()[i].id;
+  }
+}
+
+TEST(ShippedCards, TheSharedConstantsAreTheOnlyFreeParameters) {
+  const RooflineConstants k;
+  std::vector<std::string> names;
+  for (const auto& [name, value] : free_parameters(k)) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"memory_efficiency", "compute_efficiency", "kernel_latency_us",
+                                             "energy_pj.ampere.fp16_tensor", "energy_pj.ampere.bf16_tensor",
+                                             "energy_pj.ampere.tf32_tensor"}));
+  // Their sources: the H200's measured copy (4.3 of 4.8 TB/s) and matmul (790 of 989 TFLOP/s)
+  // ceilings, and the A40's datasheet (300 W at its 1305 of 1740 MHz base clock, 149.7 TFLOP/s).
+  EXPECT_NEAR(k.memory_efficiency, 4.3 / 4.8, 0.01);
+  EXPECT_NEAR(k.compute_efficiency, 790.0 / 989.4, 0.01);
+  const auto table = shipped_cards();
+  const auto& a40 = table.at("a40");
+  EXPECT_NEAR(free_parameters(k)[3].second, a40.tdp_w / (*a40.fp16_tensor_tflops * a40.base_mhz / a40.boost_mhz), 1e-9);
+
+  // Every one of them is live: changing it moves some prediction of the reference profiles (and of
+  // ViT float16 run as bfloat16, for the BF16 energy).
+  auto profiles = protocol_profiles();
+  KernelProfile bf16 = profiles[2];
+  for (auto& kr : bf16.kernels)
+    if (kr.math == MathKind::kFp16Tensor) kr.math = MathKind::kBf16Tensor;
+  profiles.push_back(bf16);
+  const auto base = throughputs(profiles, table, k);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    RooflineConstants changed = k;
+    if (i == 0) changed.memory_efficiency *= 0.9;
+    if (i == 1) changed.compute_efficiency *= 0.9;
+    if (i == 2) changed.kernel_latency_us = 2;
+    if (i >= 3) changed.energy[i - 3].picojoules *= 2;
+    EXPECT_NE(throughputs(profiles, table, changed), base) << names[i];
+  }
+  // Nothing keys on a card's identity: renamed cards (ids and CUDA names) predict the same.
+  auto renamed = table.cards();
+  for (auto& c : renamed) {
+    c.id = "x_" + c.id;
+    c.name = "Renamed " + c.name;
+  }
+  auto moved = profiles;
+  for (auto& p : moved) p.card = "x_" + p.card;
+  EXPECT_EQ(throughputs(moved, memory::CardTable(renamed, table.source()), k), base);
+  // Only the generations with an energy constant are ever power-limited.
+  for (const auto& c : table.cards()) {
+    if (c.architecture == "ampere") continue;
+    for (MathKind m : {MathKind::kFp16Tensor, MathKind::kBf16Tensor, MathKind::kTf32, MathKind::kFp32})
+      EXPECT_EQ(sustained_flops(c, m, k), peak_flops(c, m)) << c.id;
+  }
+}
+
+TEST(ShippedCards, TheEightSeedNumbersWithin15PercentAndBothCrossoversRight) {
+  const auto predictions = predict_all(protocol_profiles(), shipped_cards(), RooflineConstants{});
+  const auto checks =
+      check_reference(predictions, bench::load_reference_table(test::source_dir() / "data" / "reference" / "autodl_seed.csv"));
+  ASSERT_EQ(checks.size(), 8u);
+  std::map<std::string, double> predicted;  // "card model precision"
+  for (const auto& c : checks) {
+    EXPECT_LT(std::abs(c.error), 0.15) << c.reference.card << " " << c.reference.model << " " << c.reference.precision;
+    predicted[c.reference.card + " " + c.reference.model + " " + c.reference.precision] = c.predicted;
+  }
+  // The published crossovers: the 3090 wins ResNet50 (bandwidth), the A40 wins ViT (tensor rate).
+  for (const char* p : {"float16", "float32"}) {
+    EXPECT_GT(predicted.at(std::string("rtx3090 resnet50 ") + p), predicted.at(std::string("a40 resnet50 ") + p)) << p;
+    EXPECT_GT(predicted.at(std::string("a40 vit_base_patch16_224 ") + p),
+              predicted.at(std::string("rtx3090 vit_base_patch16_224 ") + p))
+        << p;
   }
 }
 

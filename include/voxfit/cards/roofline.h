@@ -1,7 +1,9 @@
 #pragma once
 // Throughput on cards that are not here, from a kernel profile taken on one that is. A kernel's
-// roofline time on a card is max(FLOPs / compute peak, bytes / bandwidth), with the peak that matches
-// its arithmetic (FP16 tensor, BF16 tensor, TF32, FP32) and the constants' efficiencies. Its measured
+// roofline time on a card is max(FLOPs / compute rate, bytes / bandwidth), with the rate of the unit
+// its arithmetic runs on there (tensor cores for its type where the card has them, else the FP16 or
+// FP32 vector units), power-limited where the card's TDP cannot feed that unit's peak, and the
+// constants' efficiencies. Its measured
 // time on the profiled card splits into that roofline time and the rest:
 //   - the roofline part becomes the target's roofline time (absolute, not a ratio: a kernel that
 //     reached a low fraction of the profiled card's peak is not assumed to stay that inefficient);
@@ -14,6 +16,7 @@
 // The time the GPU did not spend in kernels (launches, host work) is kept as it is. Nothing depends
 // on the card beyond the card table: the same constants serve every card.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "voxfit/cards/kernel_profile.h"
@@ -27,29 +30,70 @@ namespace voxfit::cards {
 /// 15 bytes of data. A physical fraction, not a fitted one.
 inline constexpr double kInbandEccDataShare = 15.0 / 16.0;
 
+/// The unit a kernel's arithmetic runs on, on one card.
+enum class ComputeUnit {
+  kFp16Tensor,  ///< FP16 tensor cores, FP32 accumulate
+  kBf16Tensor,  ///< BF16 tensor cores
+  kTf32Tensor,  ///< TF32 tensor cores
+  kFp16Vector,  ///< the non-tensor FP16 units (Pascal GP102: 1/64 of FP32)
+  kFp32Vector,  ///< CUDA-core FP32 (and FP16 or BF16 emulated in FP32)
+};
+std::string to_string(ComputeUnit unit);
+
+/// One power constant: the board energy per floating-point operation of `unit` on cards of
+/// `architecture` (card table column), in picojoules. A card whose TDP cannot feed its unit's peak
+/// at that energy runs it at TDP / energy, never below its base clock's share of the peak.
+struct EnergyPerFlop {
+  std::string architecture;
+  ComputeUnit unit = ComputeUnit::kFp16Tensor;
+  double picojoules = 0;
+};
+
+/// Ampere's energy per dense tensor FLOP (the seeds' only power-limited card is GA102): 300 W over the
+/// A40's FP16-tensor rate at its base clock, 149.7 x 1305 / 1740 TFLOP/s (NVIDIA's datasheet power
+/// and clocks; the base clock is what the card holds at TDP under load), 2.672 pJ. BF16 runs at the
+/// FP16 rate on the same units (the same energy), TF32 at half of it (twice the energy per FLOP).
+/// The seed numbers allow any FP16 value from 2.67 (the A40 at its base clock) to 4.93 (where the
+/// 3090's 71 TFLOP/s would start to be limited); this is the smallest, which limits no card more
+/// than its own datasheet base clock says. No other generation has a seed card to check one on.
+inline constexpr double kAmpereTensorPicojoules = 300.0 / (149.7 * 1305.0 / 1740.0);
+std::vector<EnergyPerFlop> default_energy_per_flop();
+
 /// The model's constants, the same for every card.
 struct RooflineConstants {
-  /// Fraction of the datasheet bandwidth a framework kernel's estimated bytes move at. A plain copy
-  /// reaches about 0.9 (H200: 4.3 of 4.8 TB/s measured); batch norm, pooling, broadcast and
-  /// strided element-wise kernels and the operand re-reads of convolutions on a small-L2 card do
-  /// not, and the published RTX 3090 / A40 numbers put the average at about 0.6. The one constant
-  /// calibrated against published numbers (both cards, both models, both precisions together).
-  double memory_efficiency = 0.6;
-  /// Fraction of the datasheet tensor / FP32 peak a large matrix product reaches (H200: about 790
-  /// of 989 TFLOP/s measured).
+  /// Fraction of the datasheet bandwidth a memory-bound kernel's estimated bytes move at: a plain
+  /// copy's, 4.3 of 4.8 TB/s measured on the H200 (../shared/reference/README.md). Kernels that are
+  /// slower on the profiled card (batch norm, pooling) carry the rest as latency-bound time.
+  double memory_efficiency = 0.9;
+  /// Fraction of the unit's sustained rate a large matrix product reaches (H200: about 790 of 989
+  /// TFLOP/s measured).
   double compute_efficiency = 0.8;
   /// Part of every kernel's time that is launch latency and tail, not scaled by any card (microseconds).
   double kernel_latency_us = 0.0;
+  /// Power constants per architecture generation and unit (default_energy_per_flop()).
+  std::vector<EnergyPerFlop> energy = default_energy_per_flop();
 };
 
-/// The card's peak rate for `math` in FLOP/s: FP16 tensor (FP32 accumulate), BF16 tensor, TF32
-/// or FP32; a card without that unit falls back (BF16 -> FP16 tensor -> FP32, TF32 -> FP32).
+/// The model's free parameters with their values, by name: the constants above and nothing else
+/// ("energy_pj.ampere.fp16_tensor", ...). Everything else a prediction uses is the profile and the
+/// two cards' rows.
+std::vector<std::pair<std::string, double>> free_parameters(const RooflineConstants& constants);
+
+/// The unit `math` runs on on `card`: its tensor cores for that type where it has them; otherwise
+/// a float16 product runs on the FP16 vector units (FP32 where FP16 is emulated or its rate not
+/// given), bfloat16 and TF32 on FP32 (no BF16 / TF32 arithmetic before Ampere).
+ComputeUnit compute_unit(const memory::CardSpec& card, MathKind math);
+/// The datasheet peak of that unit in FLOP/s.
 double peak_flops(const memory::CardSpec& card, MathKind math);
+/// The rate the card sustains on that unit (FLOP/s): min(peak, max(TDP / energy, peak x base /
+/// boost)) where the constants have an energy for the card's architecture and unit, else the peak.
+double sustained_flops(const memory::CardSpec& card, MathKind math, const RooflineConstants& constants);
 /// Bandwidth available to data in bytes/s: the datasheet figure, times kInbandEccDataShare where
 /// the card keeps its ECC in-band.
 double bandwidth_bytes(const memory::CardSpec& card);
 
-/// The ideal time of `flops` and `bytes` on `card` (seconds): the roofline with the constants' efficiencies.
+/// The ideal time of `flops` and `bytes` on `card` (seconds): the roofline with the sustained rate
+/// and the constants' efficiencies.
 double roofline_seconds(double flops, double bytes, MathKind math, const memory::CardSpec& card,
                         const RooflineConstants& constants);
 
@@ -64,13 +108,34 @@ double issue_ratio(const memory::CardSpec& source, const memory::CardSpec& targe
 double scale_kernel_us(const KernelRecord& kernel, const memory::CardSpec& source, const memory::CardSpec& target,
                        const RooflineConstants& constants);
 
+/// scale_kernel_us's time split by what bounds it on the target (microseconds per step).
+struct KernelTime {
+  double compute_us = 0;  ///< roofline time of a kernel above the target's ridge point
+  double memory_us = 0;   ///< roofline time below the ridge, and copies scaled by bandwidth
+  double latency_us = 0;  ///< beyond the source's roofline (scaled by SMs x clock) and the fixed latency
+  double total_us() const { return compute_us + memory_us + latency_us; }
+};
+KernelTime scale_kernel(const KernelRecord& kernel, const memory::CardSpec& source, const memory::CardSpec& target,
+                        const RooflineConstants& constants);
+
 struct CardPrediction {
   std::string card;         ///< card id
   double kernel_s = 0;      ///< summed kernel time per step
   double overhead_s = 0;    ///< kept from the profile
   double step_s = 0;        ///< kernel_s + overhead_s
   double samples_per_s = 0;
-  double compute_bound_share = 0;  ///< share of kernel time in kernels above the card's ridge point
+  double compute_s = 0;     ///< kernel time bound by the arithmetic rate
+  double memory_s = 0;      ///< kernel time bound by bandwidth
+  double latency_s = 0;     ///< kernel time bound by latency / occupancy (SMs x clock)
+  /// The unit the profile's main arithmetic (its math kind with the most FLOPs) runs on, its
+  /// sustained rate on this card (FLOP/s) and whether that is below the unit's peak (power limit).
+  ComputeUnit main_unit = ComputeUnit::kFp32Vector;
+  double main_unit_flops = 0;
+  bool power_limited = false;
+  /// Shares of the step: compute, memory, and latency including the launch and host time kept.
+  double compute_share() const { return step_s > 0 ? compute_s / step_s : 0.0; }
+  double memory_share() const { return step_s > 0 ? memory_s / step_s : 0.0; }
+  double latency_share() const { return step_s > 0 ? (latency_s + overhead_s) / step_s : 0.0; }
 };
 
 /// Predicts one card. `source` is the profiled card's row.

@@ -24,12 +24,25 @@ struct CardSpec {
   double bandwidth_gbs = 0;
   int sms = 0;
   int boost_mhz = 0;
+  /// Base clock (MHz): the clock the card holds at its power limit under a heavy load. Optional
+  /// column `base_mhz`; 0 where unknown.
+  int base_mhz = 0;
   double fp32_tflops = 0;
   std::optional<double> fp16_tensor_tflops;  ///< FP16 tensor cores with FP32 accumulate; none without tensor cores
+  /// FP16 rate of the vector (non-tensor) units, dense. Optional column `fp16_vector_tflops`: a
+  /// rate (Pascal GP102: 1/64 of FP32), `none` where FP16 arithmetic is emulated in FP32
+  /// (fp16_emulated), empty where unknown.
+  std::optional<double> fp16_vector_tflops;
+  bool fp16_emulated = false;
   std::optional<double> tf32_tflops;         ///< none before Ampere
   std::optional<double> bf16_tflops;         ///< none where the card has no BF16
   double l2_mb = 0;
   int tdp_w = 0;
+  /// Architecture generation, lower case ("pascal", "volta", "turing", "ampere", "ada",
+  /// "hopper"). Optional column `architecture`; empty where unknown.
+  std::string architecture;
+  /// Memory technology ("GDDR6X", "HBM3"). Optional column `memory_type`; for people, not the model.
+  std::string memory_type;
   VisibleSource visible_source = VisibleSource::Estimated;
   /// ECC is on and stored in-band, in the same DRAM and over the same bus as the data (GDDR6
   /// data-centre cards such as the A40, ECC on by default): the check bits take 1/16 of the capacity
@@ -61,7 +74,9 @@ class CardTable {
 };
 
 /// Reads a card table CSV (header row, then one card a line; empty rate fields mean "none").
-/// Columns may come in any order; optional columns (inband_ecc) may be left out, and columns the
+/// A field may be quoted ("a, b"; "" inside quotes is one quote), so notes may hold commas.
+/// Columns may come in any order; optional columns (inband_ecc, base_mhz, fp16_vector_tflops,
+/// architecture, memory_type) may be left out, and columns the
 /// reader does not know (a user's own notes, sources) are accepted and ignored. Throws IoError
 /// naming the file, line and column for an unreadable file, a missing required column, a known
 /// column given twice, a malformed value or a duplicate id.
