@@ -18,7 +18,11 @@ summary="$out/summary.md"
 phases=" ${PHASES:-build tests kernels bench profile} "
 has() { [[ "$phases" == *" $1 "* ]]; }
 start=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$logs/timeline.log"; }
+# Each phase packs what the last ones logged, so a call cut off by its time limit still returns them.
+stamp() {
+  echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$logs/timeline.log"
+  tar -czf "$out/issue26.tar.gz" -C "$logs" . 2>/dev/null
+}
 
 if has build || [ ! -x build-cuda/voxfit ]; then
   stamp build
@@ -57,21 +61,6 @@ if has bench; then
   done
 fi
 
-if has profile; then
-  stamp profile
-  for p in ${PROFILES:-unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16}; do
-    case $p in
-      resnet50_f16) args=(--model resnet50 --precision float16 --batch 64) ;;
-      *) args=(--model "${p%_b*}" --precision fp16 --train --batch "${p##*_b}" --patch 96 --warmup-steps 5
-               --timed-steps 10 --profiled-steps 3 --kernels "${KERNELS:-fused}") ;;
-    esac
-    "$vf" cards profile "${args[@]}" --output "$logs/prof_$p.json" >"$logs/prof_$p.log" 2>&1 ||
-      tail -3 "$logs/prof_$p.log"
-  done
-  python3 tools/profile-summary.py --top 12 "$logs"/prof_*.json >"$logs/profiles.md" 2>&1
-  { echo; echo "## profiles"; cat "$logs/profiles.md"; } >>"$summary"
-fi
-
 if has peers; then
   # The compiled peers (the fastest setting of each), right after voxfit's runs of the same
   # configurations above.
@@ -92,6 +81,20 @@ if has peers; then
   done
 fi
 
+if has profile; then
+  stamp profile
+  for p in ${PROFILES:-unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16}; do
+    case $p in
+      resnet50_f16) args=(--model resnet50 --precision float16 --batch 64) ;;
+      *) args=(--model "${p%_b*}" --precision fp16 --train --batch "${p##*_b}" --patch 96 --warmup-steps 5
+               --timed-steps 10 --profiled-steps 3 --kernels "${KERNELS:-fused}") ;;
+    esac
+    "$vf" cards profile "${args[@]}" --output "$logs/prof_$p.json" >"$logs/prof_$p.log" 2>&1 ||
+      tail -3 "$logs/prof_$p.log"
+  done
+  python3 tools/profile-summary.py --top 12 "$logs"/prof_*.json >"$logs/profiles.md" 2>&1
+  { echo; echo "## profiles"; cat "$logs/profiles.md"; } >>"$summary"
+fi
+
 stamp done
-tar -czf "$out/issue26.tar.gz" -C "$logs" .
 cat "$summary"
