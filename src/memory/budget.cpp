@@ -154,8 +154,19 @@ BudgetReport plan_budget(const BudgetSpec& spec, const c10::Device& device) {
   return r;
 }
 
+namespace {
+// The innermost live ScopedBudget's report (budgets do not nest in practice: one per search / run).
+std::atomic<const BudgetReport*> g_active_report{nullptr};
+}  // namespace
+
+std::optional<BudgetReport> active_budget_report() {
+  const BudgetReport* r = g_active_report.load();
+  return r ? std::optional<BudgetReport>(*r) : std::nullopt;
+}
+
 ScopedBudget::ScopedBudget(const BudgetSpec& spec, const c10::Device& device)
     : report_(plan_budget(spec, device)), device_(device) {
+  previous_report_ = g_active_report.exchange(&report_);
   if (device_.is_cuda()) {
 #if defined(VOXFIT_WITH_CUDA)
     if (report_.capped) compat::set_memory_fraction(report_.fraction, cuda_index(device_));
@@ -167,6 +178,7 @@ ScopedBudget::ScopedBudget(const BudgetSpec& spec, const c10::Device& device)
 }
 
 ScopedBudget::~ScopedBudget() {
+  g_active_report.store(previous_report_);
 #if defined(VOXFIT_WITH_CUDA)
   if (device_.is_cuda() && report_.capped) compat::set_memory_fraction(1.0, cuda_index(device_));
 #endif

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
@@ -62,8 +63,12 @@ std::vector<torch::Tensor> SwinUNETRImpl::forward(const torch::Tensor& input) {
   const auto x = input.contiguous(format);
   const bool train = is_training();
   const bool rest = checkpoints(options_.checkpoint(), false);
-  auto hidden = swin_->forward(x);
-  for (auto& h : hidden) h = h.contiguous(format);
+  std::vector<torch::Tensor> hidden;
+  {
+    const core::BlockScope scope("swin_vit");
+    hidden = swin_->forward(x);
+    for (auto& h : hidden) h = h.contiguous(format);
+  }
   const auto run = [&](UnetBlock module, const torch::Tensor& in) {
     return maybe_checkpoint(rest, train, [module](const torch::Tensor& t) mutable { return module->forward(t); }, in);
   };
@@ -75,17 +80,21 @@ std::vector<torch::Tensor> SwinUNETRImpl::forward(const torch::Tensor& input) {
         },
         {in, skip});
   };
-  const auto enc0 = run(encoder1_, x);
-  const auto enc1 = run(encoder2_, hidden[0]);
-  const auto enc2 = run(encoder3_, hidden[1]);
-  const auto enc3 = run(encoder4_, hidden[2]);
-  auto dec = run(encoder10_, hidden[4]);
-  dec = run_up(decoder5_, dec, hidden[3]);
-  dec = run_up(decoder4_, dec, enc3);
-  dec = run_up(decoder3_, dec, enc2);
-  dec = run_up(decoder2_, dec, enc1);
-  dec = run_up(decoder1_, dec, enc0);
-  return {out_.forward(dec)};
+  const auto scoped = [](const char* kind, int index, const auto& fn) {
+    const core::BlockScope scope(kind, index);
+    return fn();
+  };
+  const auto enc0 = scoped("encoder", 1, [&] { return run(encoder1_, x); });
+  const auto enc1 = scoped("encoder", 2, [&] { return run(encoder2_, hidden[0]); });
+  const auto enc2 = scoped("encoder", 3, [&] { return run(encoder3_, hidden[1]); });
+  const auto enc3 = scoped("encoder", 4, [&] { return run(encoder4_, hidden[2]); });
+  auto dec = scoped("encoder", 10, [&] { return run(encoder10_, hidden[4]); });
+  dec = scoped("decoder", 5, [&] { return run_up(decoder5_, dec, hidden[3]); });
+  dec = scoped("decoder", 4, [&] { return run_up(decoder4_, dec, enc3); });
+  dec = scoped("decoder", 3, [&] { return run_up(decoder3_, dec, enc2); });
+  dec = scoped("decoder", 2, [&] { return run_up(decoder2_, dec, enc1); });
+  dec = scoped("decoder", 1, [&] { return run_up(decoder1_, dec, enc0); });
+  return {scoped("out", -1, [&] { return out_.forward(dec); })};
 }
 
 std::vector<std::vector<int64_t>> SwinUNETRImpl::output_shapes(const std::vector<int64_t>& in) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
@@ -66,7 +67,9 @@ std::vector<torch::Tensor> UNet3DImpl::forward(const torch::Tensor& input) {
   const bool rest = checkpoints(options_.checkpoint(), false);
   std::vector<torch::Tensor> skips;
   torch::Tensor h = x;
-  for (auto& stage : encoder_) {
+  for (size_t s = 0; s < encoder_.size(); ++s) {
+    const core::BlockScope block("encoder", static_cast<int>(s));
+    auto stage = encoder_[s];
     h = maybe_checkpoint(main, is_training(), [stage](const torch::Tensor& in) mutable { return stage->forward(in); }, h);
     skips.push_back(h);
   }
@@ -74,6 +77,7 @@ std::vector<torch::Tensor> UNet3DImpl::forward(const torch::Tensor& input) {
   std::vector<torch::Tensor> outputs;
   const size_t n = decoder_.size();
   for (size_t i = 0; i < n; ++i) {
+    const core::BlockScope block("decoder", static_cast<int>(i));  // with its segmentation head
     auto up = upsample_[i];
     auto stage = decoder_[i];
     h = maybe_checkpoint(

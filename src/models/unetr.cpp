@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
@@ -78,13 +79,22 @@ std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
   const bool main = checkpoints(options_.checkpoint(), true);
   const bool rest = checkpoints(options_.checkpoint(), false);
 
-  auto h = patch_embed_(x).flatten(2).transpose(1, 2) + pos_embed_;
+  torch::Tensor h;
+  {
+    const core::BlockScope scope("patch_embed");
+    h = patch_embed_(x).flatten(2).transpose(1, 2) + pos_embed_;
+  }
   std::vector<torch::Tensor> hidden;
-  for (auto& block : blocks_) {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const core::BlockScope scope("transformer", static_cast<int>(i));
+    auto block = blocks_[i];
     h = maybe_checkpoint(main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
     hidden.push_back(h);
   }
-  h = norm_(h);
+  {
+    const core::BlockScope scope("norm");
+    h = norm_(h);
+  }
   const int64_t layers = options_.num_layers();
   const auto skip = [&](int64_t quarter) { return tokens_to_volume(hidden[quarter * layers / 4]); };
 
@@ -99,15 +109,20 @@ std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
         },
         {in, skip_in});
   };
-  const auto enc1 = run(encoder1_, x);
-  const auto enc2 = run(encoder2_, skip(1));
-  const auto enc3 = run(encoder3_, skip(2));
-  const auto enc4 = run(encoder4_, skip(3));
-  auto dec = run_up(decoder5_, tokens_to_volume(h), enc4);
-  dec = run_up(decoder4_, dec, enc3);
-  dec = run_up(decoder3_, dec, enc2);
-  dec = run_up(decoder2_, dec, enc1);
-  return {out_.forward(dec)};
+  // Each block's scope holds its input's token -> volume copy, which the block keeps for backward.
+  const auto scoped = [](const char* kind, int index, const auto& fn) {
+    const core::BlockScope scope(kind, index);
+    return fn();
+  };
+  const auto enc1 = scoped("encoder", 1, [&] { return run(encoder1_, x); });
+  const auto enc2 = scoped("encoder", 2, [&] { return run(encoder2_, skip(1)); });
+  const auto enc3 = scoped("encoder", 3, [&] { return run(encoder3_, skip(2)); });
+  const auto enc4 = scoped("encoder", 4, [&] { return run(encoder4_, skip(3)); });
+  auto dec = scoped("decoder", 5, [&] { return run_up(decoder5_, tokens_to_volume(h), enc4); });
+  dec = scoped("decoder", 4, [&] { return run_up(decoder4_, dec, enc3); });
+  dec = scoped("decoder", 3, [&] { return run_up(decoder3_, dec, enc2); });
+  dec = scoped("decoder", 2, [&] { return run_up(decoder2_, dec, enc1); });
+  return {scoped("out", -1, [&] { return out_.forward(dec); })};
 }
 
 std::vector<std::vector<int64_t>> UNETRImpl::output_shapes(const std::vector<int64_t>& in) {

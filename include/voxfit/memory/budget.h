@@ -115,8 +115,13 @@ class ScopedBudget {
 
  private:
   BudgetReport report_;
+  const BudgetReport* previous_report_ = nullptr;
   c10::Device device_;
   std::unique_ptr<ScopedCpuBudget> cpu_;
 };
+
+/// The report of the innermost ScopedBudget alive in this process (nullopt: none): what a memory
+/// breakdown takes its usable bytes and CUDA context from.
+std::optional<BudgetReport> active_budget_report();
 
 }  // namespace voxfit::memory

@@ -6,8 +6,11 @@
 #include <nlohmann/json_fwd.hpp>
 #include <torch/types.h>
 
+#include "voxfit/core/block_scope.h"
+
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,9 +18,9 @@
 namespace voxfit::memory {
 
 /// The parts of a training step whose peaks are reported separately.
-enum class Phase { Forward, Backward, OptimizerStep };
-inline constexpr std::size_t kPhaseCount = 3;
-/// "forward", "backward", "optimizer_step".
+enum class Phase { Forward, Backward, OptimizerStep, Validation };
+inline constexpr std::size_t kPhaseCount = 4;
+/// "forward", "backward", "optimizer_step", "validation".
 std::string to_string(Phase phase);
 
 /// Highest bytes seen while a phase was open (everything live then, static memory included).
@@ -34,6 +37,22 @@ struct StaticBytes {
   std::uint64_t total() const { return parameters + gradients + optimizer_state; }
 };
 
+/// Bytes per dtype ("float32", "float16", "bfloat16", "int64", ...).
+using DtypeBytes = std::map<std::string, std::uint64_t>;
+/// The unique storages behind `tensors` (undefined ones skipped), summed per dtype.
+DtypeBytes bytes_by_dtype(const std::vector<at::Tensor>& tensors);
+std::uint64_t total_bytes(const DtypeBytes& bytes);
+
+/// One top-level block of a training forward (core::BlockScope), measured by the allocator.
+struct BlockMemory {
+  std::string name;
+  /// Live bytes after the block minus before it: what its forward left for backward (saved
+  /// tensors and its output); the largest over the steps since reset. Negative if it freed more.
+  std::int64_t retained = 0;
+  std::uint64_t start = 0;  ///< live bytes when the block began (of the step with the largest retained)
+  std::uint64_t peak = 0;   ///< most live bytes while it ran (all steps)
+};
+
 struct MemoryProfile {
   std::string device;                   ///< "cpu", "cuda:0"
   std::uint64_t baseline_allocated = 0;  ///< live bytes when the tracker was reset
@@ -45,6 +64,16 @@ struct MemoryProfile {
   StaticBytes static_bytes;
   std::uint64_t alloc_retries = 0;  ///< CUDA: cache flushes and retried cudaMallocs since reset (0 on CPU)
   std::uint64_t ooms = 0;           ///< allocations refused since reset
+  /// Top-level blocks of the forward in the order they ran (empty where the network marks none).
+  std::vector<BlockMemory> blocks;
+  /// Live bytes when the forward began, when it ended and when the optimiser step began (the
+  /// largest over the steps since reset; 0 where the phase never began).
+  std::uint64_t forward_start = 0, forward_end = 0, optimizer_start = 0;
+  /// The phase open when the peak was reached (none: between phases) and, in the forward, the block.
+  std::optional<Phase> peak_phase;
+  std::string peak_block;
+  /// Gradients of the watched parameters when the optimiser step began, per dtype.
+  DtypeBytes gradients;
 
   const PhasePeak& phase(Phase p) const { return phases[static_cast<std::size_t>(p)]; }
   /// {"device", "baseline_allocated", "peak_allocated", ..., "phases": {"forward": {...}, ...}}; bytes.
@@ -59,10 +88,24 @@ struct MemoryProfile {
 ///   MemoryProfile p = tracker.profile();
 /// On CPU a ScopedCpuBudget (capped or not) must be alive: its allocator does the counting.
 /// Not thread-safe: phases are marked by the training thread.
-class MemoryTracker {
+///
+/// While alive the tracker is the process's core::BlockObserver (when no other is installed): the
+/// top-level blocks a network marks during the forward phase get their own entries, measured by
+/// the allocator around each block (recomputation of checkpointed blocks in backward is not).
+class MemoryTracker : public core::BlockObserver {
  public:
   /// Throws Error on CPU without an active ScopedCpuBudget, UnsupportedError for CUDA without CUDA.
   explicit MemoryTracker(const c10::Device& device);
+  ~MemoryTracker() override;
+  MemoryTracker(const MemoryTracker&) = delete;
+  MemoryTracker& operator=(const MemoryTracker&) = delete;
+
+  /// The parameters whose gradients are measured when each optimiser step begins (the only moment
+  /// all gradients are live: the optimiser drops them after its step).
+  void watch_parameters(std::vector<at::Tensor> parameters) { watched_ = std::move(parameters); }
+
+  void enter_block(const std::string& name) override;
+  void leave_block(const std::string& name) override;
 
   /// Starts a new profile: peaks, phase peaks and static bytes cleared, retries and OOMs counted
   /// from here, baseline = live bytes now.
@@ -72,7 +115,8 @@ class MemoryTracker {
   void begin_phase(Phase phase);
   void end_phase();
 
-  /// Closes its phase when it goes out of scope, also when an OOM unwinds through it.
+  /// Closes its phase when it goes out of scope, also when an OOM unwinds through it; a phase
+  /// opened since (the next phase of the step) stays open.
   class PhaseScope {
    public:
     ~PhaseScope();
@@ -83,8 +127,9 @@ class MemoryTracker {
 
    private:
     friend class MemoryTracker;
-    explicit PhaseScope(MemoryTracker* tracker) : tracker_(tracker) {}
+    PhaseScope(MemoryTracker* tracker, Phase phase) : tracker_(tracker), phase_(phase) {}
     MemoryTracker* tracker_;
+    Phase phase_;
   };
   [[nodiscard]] PhaseScope phase(Phase phase);
 
@@ -104,12 +149,19 @@ class MemoryTracker {
   };
   Reading read() const;
   void restart_device_peak();
-  void fold_peak(const Reading& r);
+  /// Folds the device's peak since its last restart into the profile, the open phase and the
+  /// open block, then restarts it: every boundary (phase or block) calls this.
+  Reading fold_and_restart();
 
   c10::Device device_;
   MemoryProfile profile_;
   Reading at_reset_;
   std::optional<Phase> open_;
+  std::vector<at::Tensor> watched_;
+  bool observing_ = false;  ///< installed as the block observer
+  int block_depth_ = 0;
+  std::string open_block_;
+  std::uint64_t block_start_ = 0, block_peak_ = 0;
 };
 
 /// Bytes of the unique storages behind `tensors` (undefined ones skipped).
