@@ -132,6 +132,7 @@ nlohmann::json to_json(const Probe& p) {
     j["peak_allocated_bytes"] = p.peak_allocated;
     j["peak_reserved_bytes"] = p.peak_reserved;
     j["samples_per_s"] = p.samples_per_s;
+    if (!p.memory.is_null()) j["memory"] = p.memory;
   } else {
     j["error"] = p.error;
   }
@@ -149,6 +150,7 @@ Probe probe_from_json(const nlohmann::json& j) {
     p.peak_allocated = j.at("peak_allocated_bytes").get<std::uint64_t>();
     p.peak_reserved = j.at("peak_reserved_bytes").get<std::uint64_t>();
     p.samples_per_s = j.at("samples_per_s").get<double>();
+    p.memory = j.value("memory", nlohmann::json());
   } else {
     p.error = j.value("error", "");
   }

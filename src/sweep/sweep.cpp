@@ -18,6 +18,7 @@
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/kernels/instance_norm_act.h"
+#include "voxfit/sweep/memory_report.h"
 #include "voxfit/train/precision.h"
 
 namespace voxfit::sweep {
@@ -150,6 +151,12 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
   }
   json probes = json::array();
   for (const auto& p : r.probes) probes.push_back(to_json(p));
+  // The breakdowns the report draws: at batch 1 and at the largest batch that fit.
+  json breakdowns = json::object();
+  for (const auto& p : r.probes)
+    if (p.fits && !p.memory.is_null() && (p.batch == 1 || p.batch == r.max_batch))
+      breakdowns[p.batch == r.max_batch ? "max_batch" : "batch_1"] = p.memory;
+  if (r.max_batch == 1 && breakdowns.contains("max_batch")) breakdowns["batch_1"] = breakdowns["max_batch"];
   const double predicted_peak = r.fit.peak_at(r.max_batch);
   double measured_peak = 0;
   for (const auto& p : r.probes)
@@ -180,6 +187,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"fit_error_at_max", measured_peak > 0 ? (predicted_peak - measured_peak) / measured_peak : 0.0},
           {"leaks", in_process ? in_process->leaks() : 0},
           {"isolated", static_cast<bool>(isolated)},
+          {"memory_breakdown", breakdowns},
           {"probe_log", probes},
           {"throughput", throughput}};
 }
@@ -553,6 +561,7 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
     }
 
   md << write_plots(ordered, dir);
+  md << memory_report(ordered, dir);
   write_file_atomic(dir / "summary.md", md.str());
 }
 

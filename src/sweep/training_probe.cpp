@@ -9,6 +9,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/memory/memory_tracker.h"
 #include "voxfit/memory/oom.h"
+#include "voxfit/train/step_memory.h"
 
 namespace voxfit::sweep {
 
@@ -35,6 +36,7 @@ Probe TrainingProbe::run(std::int64_t batch, double& setup_seconds) {
   const data::Batch data = data::PatchLoader(index_, lo).next();
   torch::manual_seed(o.seed);
   train::TrainStep step(models::make_model(o.model, o.model_context), o.device, o.step, &tracker);
+  tracker.watch_parameters(step.trainable_parameters());
   torch::Tensor buckets;  // dist::GradientSynchronizer's flat buffers, same size and device
   if (o.data_parallel) {
     std::int64_t bytes = 0;
@@ -57,6 +59,7 @@ Probe TrainingProbe::run(std::int64_t batch, double& setup_seconds) {
   }
   const auto profile = tracker.profile();
   Probe p;
+  p.memory = train::step_breakdown(tracker, step, data).to_json();
   p.batch = batch;
   p.fits = true;
   p.peak_allocated = profile.peak_allocated;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace voxfit::sweep {
 
@@ -23,6 +23,8 @@ struct Probe {
   double setup_seconds = 0;          ///< of which drawing the batch and building network + optimiser
   double first_step_seconds = 0;     ///< of which the first step (cuDNN autotuning, lazy workspaces)
   std::string error;                 ///< the OOM message of a failing probe
+  /// memory::MemoryBreakdown::to_json() of the probe's steps (fitting probes; null where unknown).
+  nlohmann::json memory;
 };
 
 /// Runs a probe at `batch`; must recover fully from an OOM before returning fits = false.

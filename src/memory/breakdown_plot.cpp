@@ -1,0 +1,96 @@
+#include "voxfit/memory/breakdown_plot.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "voxfit/core/atomic_file.h"
+#include "voxfit/memory/memory_breakdown.h"
+
+namespace voxfit::memory {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Runs `script` (written beside `png`) and puts the picture in place; "" or why not.
+std::string run_gnuplot(const fs::path& png, const std::string& script) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "gnuplot is not installed";
+  const fs::path gp = png.string() + ".gp";
+  write_file_atomic(gp, "set terminal pngcairo size 1100,700 noenhanced\nset output '" + png.string() + ".tmp'\n" +
+                            script);
+  const std::string cmd = "gnuplot '" + gp.string() + "' >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return "gnuplot failed on " + gp.filename().string();
+  rename_durable(png.string() + ".tmp", png);
+  return "";
+}
+
+}  // namespace
+
+std::string write_breakdown_bars(const std::vector<std::pair<std::string, json>>& bars, const fs::path& png,
+                                 const std::string& title) {
+  // Columns: the union of the bars' segments, in first-seen order (networks differ in blocks).
+  std::vector<std::string> columns;
+  std::vector<std::map<std::string, double>> rows;
+  for (const auto& [label, breakdown] : bars) {
+    std::map<std::string, double> row;
+    for (const auto& [name, bytes] : bar_segments(breakdown)) {
+      if (std::find(columns.begin(), columns.end(), name) == columns.end()) columns.push_back(name);
+      row[name] += bytes / kGiB;
+    }
+    rows.push_back(std::move(row));
+  }
+  std::ostringstream dat;
+  dat << "bar";
+  for (const auto& c : columns) dat << "\t\"" << c << "\"";
+  dat << "\n";
+  for (std::size_t i = 0; i < bars.size(); ++i) {
+    dat << "\"" << bars[i].first << "\"";
+    for (const auto& c : columns) dat << "\t" << (rows[i].count(c) ? rows[i].at(c) : 0.0);
+    dat << "\n";
+  }
+  const fs::path data = png.string() + ".dat";
+  write_file_atomic(data, dat.str());
+  std::ostringstream gp;
+  gp << "set title '" << title << "'\nset ylabel 'GiB'\nset key outside right\nset grid ytics\n"
+     << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
+     << "set boxwidth 0.6\nplot for [c=2:" << columns.size() + 1 << "] '" << data.string()
+     << "' using c:xtic(1) title columnheader(c)\n";
+  return run_gnuplot(png, gp.str());
+}
+
+std::string write_components_by_batch(const std::vector<json>& breakdowns, const fs::path& png,
+                                      const std::string& title) {
+  std::vector<const json*> sorted;
+  for (const auto& b : breakdowns) sorted.push_back(&b);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const json* a, const json* b) { return a->value("batch", 0) < b->value("batch", 0); });
+  const std::vector<std::string> groups{"static", "inputs", "activations", "workspace"};
+  std::ostringstream dat;
+  for (const json* b : sorted) {
+    dat << b->value("batch", 0);
+    for (const auto& g : groups) {
+      double bytes = 0;
+      for (const auto& p : b->at("parts"))
+        if (p.at("group") == g) bytes += p.at("bytes").get<double>();
+      dat << " " << bytes / kGiB;
+    }
+    dat << " " << b->value("fragmentation", 0.0) / kGiB << "\n";
+  }
+  const fs::path data = png.string() + ".dat";
+  write_file_atomic(data, dat.str());
+  std::ostringstream gp;
+  gp << "set title '" << title << "'\nset xlabel 'batch'\nset ylabel 'GiB at the peak'\nset key outside right\n"
+     << "set grid\nplot '" << data.string() << "' using 1:2 with linespoints title 'static', '' using 1:3 with "
+     << "linespoints title 'batch', '' using 1:4 with linespoints title 'activations', '' using 1:5 with "
+     << "linespoints title 'workspace', '' using 1:6 with linespoints title 'fragmentation'\n";
+  return run_gnuplot(png, gp.str());
+}
+
+}  // namespace voxfit::memory
