@@ -19,6 +19,13 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// `text` inside a single-quoted gnuplot string (two quotes stand for one there).
+std::string gp_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
 // Runs `script` (written beside `png`) and puts the picture in place; "" or why not.
 std::string run_gnuplot(const fs::path& png, const std::string& script) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "gnuplot is not installed";
@@ -58,7 +65,7 @@ std::string write_breakdown_bars(const std::vector<std::pair<std::string, json>>
   const fs::path data = png.string() + ".dat";
   write_file_atomic(data, dat.str());
   std::ostringstream gp;
-  gp << "set title '" << title << "'\nset ylabel 'GiB'\nset key outside right\nset grid ytics\n"
+  gp << "set title " << gp_quoted(title) << "\nset ylabel 'GiB'\nset key outside right\nset grid ytics\n"
      << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
      << "set boxwidth 0.6\nplot for [c=2:" << columns.size() + 1 << "] '" << data.string()
      << "' using c:xtic(1) title columnheader(c)\n";
@@ -86,7 +93,7 @@ std::string write_components_by_batch(const std::vector<json>& breakdowns, const
   const fs::path data = png.string() + ".dat";
   write_file_atomic(data, dat.str());
   std::ostringstream gp;
-  gp << "set title '" << title << "'\nset xlabel 'batch'\nset ylabel 'GiB at the peak'\nset key outside right\n"
+  gp << "set title " << gp_quoted(title) << "\nset xlabel 'batch'\nset ylabel 'GiB at the peak'\nset key outside right\n"
      << "set grid\nplot '" << data.string() << "' using 1:2 with linespoints title 'static', '' using 1:3 with "
      << "linespoints title 'batch', '' using 1:4 with linespoints title 'activations', '' using 1:5 with "
      << "linespoints title 'workspace', '' using 1:6 with linespoints title 'fragmentation'\n";

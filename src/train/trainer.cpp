@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <fstream>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -17,7 +18,9 @@
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
 #include "voxfit/memory/memory_snapshot.h"
+#include "voxfit/memory/breakdown_plot.h"
 #include "voxfit/memory/memory_tracker.h"
+#include "voxfit/train/step_memory.h"
 #include "voxfit/train/checkpoint.h"
 #include "voxfit/train/run_log.h"
 
@@ -69,6 +72,23 @@ void check_resumable(const nlohmann::json& saved, const nlohmann::json& now, con
       throw ConfigError(ckpt.string() + ": cannot resume: '" + key + "' was " + saved.value(key, nlohmann::json()).dump() +
                         ", now " + now[key].dump());
   }
+}
+
+// The run's memory breakdown (the logging window with the largest peak, and the largest
+// validation peak) into config.json, and its stacked bar as memory-breakdown.png.
+void write_run_breakdown(const fs::path& dir, nlohmann::json breakdown, std::uint64_t validation_peak) {
+  if (breakdown.is_null()) return;
+  breakdown["validation_peak_allocated"] = validation_peak;
+  const fs::path config_file = dir / "config.json";
+  std::ifstream in(config_file);
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) throw IoError(config_file.string() + ": not valid JSON, cannot add the memory breakdown");
+  config["memory_breakdown"] = breakdown;
+  write_file_atomic(config_file, config.dump(2) + "\n");
+  const std::string why = memory::write_breakdown_bars(
+      {{"batch " + std::to_string(breakdown.value("batch", 0)), breakdown}}, dir / "memory-breakdown.png",
+      "Memory at the training step's peak");
+  if (!why.empty()) std::fprintf(stderr, "no memory-breakdown.png: %s\n", why.c_str());
 }
 
 double median(std::vector<double> v) {
@@ -136,6 +156,9 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
   // Each rank augments its own samples with its own stream.
   if (comm) step_options.seed = o.step.seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(comm->rank());
   TrainStep step(models::make_model(o.model, ctx), o.device, step_options, &tracker);
+  tracker.watch_parameters(step.trainable_parameters());
+  nlohmann::json breakdown;  // of the window with the largest peak
+  std::uint64_t validation_peak = 0;
   CheckpointMeta meta;
   meta.config_json = config.dump(2);
   if (o.resume) {
@@ -208,6 +231,8 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
       const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
       const double wait = loader.stats().wait_seconds;
       auto profile = tracker.profile();
+      if (breakdown.is_null() || profile.peak_allocated > breakdown.value("peak_allocated", std::uint64_t{0}))
+        breakdown = step_breakdown(tracker, step, batch).to_json();
       const double n = static_cast<double>(pending.size());
       std::vector<double> losses(pending.size());
       for (size_t i = 0; i < pending.size(); ++i) losses[i] = pending[i].loss.item<double>();
@@ -243,7 +268,12 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
       pending.clear();
       pending_lr.clear();
       if (validate_now && main_rank) {  // the weights are the same on every rank
-        const auto dice = validate(step, plan, split.validation, sw);
+        std::vector<double> dice;
+        {
+          const auto phase = tracker.phase(memory::Phase::Validation);
+          dice = validate(step, plan, split.validation, sw);
+        }
+        validation_peak = std::max(validation_peak, tracker.profile().phase(memory::Phase::Validation).allocated);
         const double mean = nan_mean(dice);
         log->validation(meta.step, mean, dice);
         summary.last_dice_per_class = dice;
@@ -264,6 +294,7 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
     }
   }
   if (log) log->finish();
+  if (main_rank) write_run_breakdown(o.output_dir, breakdown, validation_peak);
   if (history && main_rank) history->write_snapshot(o.memory_snapshot);
   const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
   summary.steps_done = meta.step;

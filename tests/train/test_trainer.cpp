@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <torch/torch.h>
 
 #include <fstream>
@@ -118,6 +120,17 @@ TEST_F(TrainerTest, WritesLogsConfigCheckpointsAndTensorBoard) {
   const auto config = nlohmann::json::parse(std::ifstream(o.output_dir / "config.json"));
   EXPECT_EQ(config["model"], "unet3d");
   EXPECT_EQ(config["classes"], 4);
+  // The run's memory breakdown: parts adding up to its peak, the tensor counts within 1% of it.
+  ASSERT_TRUE(config.contains("memory_breakdown")) << config.dump(1);
+  const auto& mb = config["memory_breakdown"];
+  EXPECT_EQ(mb["batch"], 2);
+  std::int64_t sum = 0;
+  for (const auto& p : mb["parts"]) sum += p["bytes"].get<std::int64_t>();
+  EXPECT_EQ(sum, mb["peak_allocated"].get<std::int64_t>());
+  EXPECT_LT(mb["unattributed_share"].get<double>(), 0.01) << mb.dump(1);
+  EXPECT_GT(mb["validation_peak_allocated"].get<std::uint64_t>(), 0u);
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
+    EXPECT_GT(fs::file_size(o.output_dir / "memory-breakdown.png"), 1000u);
 }
 
 TEST_F(TrainerTest, InterruptedAndResumedRunEqualsAnUninterruptedOne) {
