@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/torch_compat.h"
 
@@ -97,8 +98,17 @@ void TrainStep::capture(const data::Batch& batch, double lr) {
   graph_lr_ = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat).device(device_));
   // The eager steps before have run cuDNN's autotuning and left the gradients dropped
   // (zero_grad), so the captured backward allocates them in the graph's pool, as every replay will.
-  graph_ = core::capture_step([this] { graph_out_ = compute(graph_batch_, 0.0, &graph_lr_); }, device_.index(),
-                              /*warmup_runs=*/0, /*release_cached=*/true, /*other_threads_free=*/true);
+  // Memory accounting reads the allocator around each block; a capture allocates from the graph's
+  // pool and executes nothing, so it is not observed.
+  core::BlockObserver* const observer = core::set_block_observer(nullptr);
+  try {
+    graph_ = core::capture_step([this] { graph_out_ = compute(graph_batch_, 0.0, &graph_lr_); }, device_.index(),
+                                /*warmup_runs=*/0, /*release_cached=*/true, /*other_threads_free=*/true);
+  } catch (...) {
+    core::set_block_observer(observer);
+    throw;
+  }
+  core::set_block_observer(observer);
 #else
   (void)batch;
   (void)lr;
