@@ -4,6 +4,7 @@
 #   LIBTORCH       a LibTorch folder to build against instead of Debian's
 #   VOXFIT_TORCH   "python": build against python3's torch (torch.utils.cmake_prefix_path)
 #   VOXFIT_CMAKE_ARGS  extra arguments for the configure step (e.g. -DVOXFIT_SANITIZE=ON)
+#   VOXFIT_BUILD_TARGETS  build only these targets (default: all)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,4 +34,5 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   args+=(${VOXFIT_CMAKE_ARGS:-})
   cmake "${args[@]}"
 fi
-cmake --build "$BUILD_DIR" -j"${VOXFIT_JOBS:-$(nproc)}"
+# shellcheck disable=SC2086
+cmake --build "$BUILD_DIR" -j"${VOXFIT_JOBS:-$(nproc)}" ${VOXFIT_BUILD_TARGETS:+--target $VOXFIT_BUILD_TARGETS}

@@ -4,9 +4,9 @@
 # the GPU machine's torch, taken from its pip wheel (only the wheel's C++ headers and libraries
 # are used). Nothing runs. Without nvcc it says so and succeeds.
 #   VOXFIT_CUDA_TORCH   torch version of the wheel (default 2.11.0, the GPU machine's)
-#   VOXFIT_CUDA_TARGETS targets to build (default: the libraries that hold CUDA code or call it:
-#                       voxfit_kernels voxfit_core voxfit_models voxfit_train voxfit_bench; the
-#                       executable does not link here: pip's torch needs cuSPARSELt and NVSHMEM wheels)
+#   VOXFIT_CUDA_TARGETS targets to build (default voxfit_cli: every library of voxfit, i.e. all its
+#                       code; the executable does not link here, as pip's torch also needs the
+#                       cuSPARSELt and NVSHMEM wheels)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvcc >/dev/null 2>&1; then
@@ -33,5 +33,5 @@ cmake -S . -B build-cuda-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOXFIT_BUIL
   -Dc10_LIBRARY="$torch_dir/lib/libc10.so" -DCMAKE_CUDA_ARCHITECTURES="80;90" >build-cuda-check.log 2>&1 ||
   { tail -20 build-cuda-check.log; exit 1; }
 # shellcheck disable=SC2086
-cmake --build build-cuda-check -j"$(nproc)" --target ${VOXFIT_CUDA_TARGETS:-voxfit_kernels voxfit_core voxfit_models voxfit_train voxfit_bench}
+cmake --build build-cuda-check -j"$(nproc)" --target ${VOXFIT_CUDA_TARGETS:-voxfit_cli}
 echo "cuda-compile-check: torch $version, nvcc $(nvcc --version | sed -nE 's/.*release ([0-9.]+).*/\1/p'): compiled in $(( $(date +%s) - start )) s"
