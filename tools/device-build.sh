@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine: build voxfit against python3's CUDA LibTorch (2.x) with the carried Debian
 # builds of ITK/HDF5/Boost/GTest/json, and run the test suite there.
-#   carry: .devdeps (from ../shared/device/pack-deps.sh) and .shared-data (tools/stage-device-data.sh)
+#   carry: .devdeps (from ../shared/device/pack-deps.sh) and .shared-data (tools/stage-device-data.sh:
+#   the demo MRI; the real CT and MR volumes are the project's own, tests/volumes/)
 # Logs go to $OUT when it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/voxfit-device}
 mkdir -p "$out"
 export VOXFIT_TORCH=python
-export VOXFIT_SHARED="$PWD/.shared-data"
 export VOXFIT_DEMO_MRI_DIR="$PWD/.shared-data/demo"
 export VOXFIT_CMAKE_ARGS="${VOXFIT_CMAKE_ARGS:-} -DCMAKE_CUDA_ARCHITECTURES=90"
 start=$(date +%s)

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/voxfit-loader-bench}
 mkdir -p "$out"
 vf=${VOXFIT_BIN:-build-cuda/voxfit}
-ts=${VOXFIT_SHARED:-$PWD/.shared-data}/data/totalsegmentator
+ts=$PWD/tests/volumes/totalsegmentator
 seconds=${BENCH_SECONDS:-8}
 batch=${BENCH_BATCH:-2}
 [ -x "$vf" ] || { echo "gpu-loader-bench: $vf missing (run bash tools/device-build.sh --no-tests)"; exit 1; }

@@ -1,13 +1,12 @@
 # Sourced by the tools/h200-*.sh scripts (not run on its own): the binary, the staged data and the
 # 14-class real CT dataset they share, prepared at 1.5 mm into $work/cache.
 #   VOXFIT_BIN     the voxfit binary (default build-cuda/voxfit)
-#   VOXFIT_SHARED  the staged shared folder (default .shared-data, see tools/stage-device-data.sh)
 #   WORK           scratch folder (default /tmp/voxfit-work)
 # A carried .devdeps replaces the machine's folder, env included: unpack again when env is gone.
 [ -f .devdeps/env ] || { [ -f .devdeps/unpack-deps.sh ] && bash .devdeps/unpack-deps.sh -q; }
 [ -f .devdeps/env ] && source .devdeps/env
 vf=${VOXFIT_BIN:-build-cuda/voxfit}
-ts=${VOXFIT_SHARED:-$PWD/.shared-data}/data/totalsegmentator
+ts=$PWD/tests/volumes/totalsegmentator
 work=${WORK:-/tmp/voxfit-work}
 mkdir -p "$work"
 

@@ -1,5 +1,5 @@
 #pragma once
-// What every voxfit test may use: the shared data folder, the voxfit binary, a scratch folder,
+// What every voxfit test may use: the real test volumes, the voxfit binary, a scratch folder,
 // and running the binary as a user would.
 #include <gtest/gtest.h>
 #include <torch/types.h>
@@ -14,20 +14,15 @@ namespace voxfit::test {
 
 namespace fs = std::filesystem;
 
-/// ../shared beside the project (VOXFIT_SHARED overrides, e.g. on the GPU machine).
-inline fs::path shared_dir() {
-  if (const char* env = std::getenv("VOXFIT_SHARED")) return env;
-  return VOXFIT_TEST_SHARED_DIR;
-}
-/// The real TotalSegmentator volumes.
-inline fs::path totalseg_dir() { return shared_dir() / "data" / "totalsegmentator"; }
+inline fs::path source_dir() { return VOXFIT_TEST_SOURCE_DIR; }
+/// The real TotalSegmentator volumes (Apache-2.0), shipped with the project's tests.
+inline fs::path totalseg_dir() { return source_dir() / "tests" / "volumes" / "totalsegmentator"; }
 /// Debian's demo MRI (insighttoolkit5-examples), 7 classes on the same grid.
 /// VOXFIT_DEMO_MRI_DIR overrides (the GPU machine has no Debian packages).
 inline fs::path demo_mri_dir() {
   if (const char* env = std::getenv("VOXFIT_DEMO_MRI_DIR")) return env;
   return "/usr/share/doc/insighttoolkit5-examples/examples/Data";
 }
-inline fs::path source_dir() { return VOXFIT_TEST_SOURCE_DIR; }
 inline fs::path voxfit_binary() { return VOXFIT_TEST_BINARY; }
 
 /// A fresh folder under the system temp dir, removed with the fixture.
