@@ -1,5 +1,12 @@
 #include "voxfit/train/step_memory.h"
 
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "voxfit/core/host_memory.h"
+#include "voxfit/models/memory_estimate.h"
+
 namespace voxfit::train {
 
 memory::StaticInventory static_inventory(TrainStep& step) {
@@ -20,6 +27,127 @@ std::uint64_t batch_bytes(const data::Batch& batch) {
 memory::MemoryBreakdown step_breakdown(const memory::MemoryTracker& tracker, TrainStep& step,
                                        const data::Batch& batch) {
   return memory::make_breakdown(tracker.profile(), static_inventory(step), batch_bytes(batch), batch.image.size(0));
+}
+
+namespace {
+
+std::int64_t as_signed(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+std::int64_t voxels(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::size_t i = 2; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+// What deep_supervision_loss keeps for backward, per weighted output [B, K, spatial...]: the float32
+// log-softmax (cross-entropy) and softmax (Dice) outputs, the one-hot target (bool), and for a
+// lower-resolution output its nearest-downsampled int64 target. The logits themselves are kept by
+// none of these ops (their float32 casts neither).
+memory::DtypeBytes loss_saved(const std::vector<std::vector<std::int64_t>>& outputs) {
+  memory::DtypeBytes saved;
+  const auto weights = deep_supervision_weights(outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (weights[i] == 0.0) continue;
+    const std::int64_t batch = outputs[i][0], scores = batch * outputs[i][1] * voxels(outputs[i]);
+    saved["float32"] += static_cast<std::uint64_t>(2 * 4 * scores);
+    saved["bool"] += static_cast<std::uint64_t>(scores);
+    if (voxels(outputs[i]) != voxels(outputs.front()))
+      saved["int64"] += static_cast<std::uint64_t>(8 * batch * voxels(outputs[i]));
+  }
+  return saved;
+}
+
+memory::DtypeBytes scaled(const memory::DtypeBytes& bytes, std::uint64_t factor) {
+  memory::DtypeBytes out;
+  for (const auto& [dtype, b] : bytes) out[dtype] = b * factor;
+  return out;
+}
+
+memory::StaticInventory predicted_statics(models::NetworkImpl& net, const StepOptions& options,
+                                          const std::vector<torch::Tensor>& trainable) {
+  memory::StaticInventory inv;
+  inv.parameters = memory::bytes_by_dtype(net.parameters());
+  inv.buffers = memory::bytes_by_dtype(net.buffers());
+  // The moments are made like their parameters (zeros_like); the step counter is a float32 scalar.
+  inv.optimizer_state = scaled(memory::bytes_by_dtype(trainable), options.optimizer.kind == OptimizerKind::kAdamW ? 2 : 1);
+  inv.optimizer_state["float32"] += 4;
+  inv.loss_scaler = memory::bytes_by_dtype(LossScaler(options.scaler, torch::kCPU).state());
+  return inv;
+}
+
+}  // namespace
+
+memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
+                                            const StepOptions& options) {
+  net.train(true);
+  const auto outputs = net.output_shapes(input_shape);
+  const auto compute = uses_autocast(options.precision) ? autocast_dtype(options.precision) : c10::kFloat;
+  const models::ActivationEstimate act = models::estimate_activations(net, input_shape, compute);
+  std::vector<torch::Tensor> trainable;
+  std::int64_t largest_parameter = 0;
+  for (const auto& p : net.parameters())
+    if (p.requires_grad()) {
+      trainable.push_back(p);
+      largest_parameter = std::max<std::int64_t>(largest_parameter, p.numel() * static_cast<std::int64_t>(p.element_size()));
+    }
+
+  memory::MemoryBreakdown b;
+  b.device = "predicted";
+  b.batch = input_shape[0];
+  b.statics = predicted_statics(net, options, trainable);
+  b.gradients = memory::bytes_by_dtype(trainable);
+  const std::int64_t batch = input_shape[0] * voxels(input_shape);
+  const std::int64_t batch_bytes = batch * input_shape[1] * 4 + batch * 8;  // float32 image, int64 label
+  b.parts = {{"parameters", "static", as_signed(memory::total_bytes(b.statics.parameters))},
+             {"optimizer state", "static", as_signed(memory::total_bytes(b.statics.optimizer_state))},
+             {"buffers", "static", as_signed(memory::total_bytes(b.statics.buffers))},
+             {"loss scaler", "static", as_signed(memory::total_bytes(b.statics.loss_scaler))},
+             {"batch", "inputs", batch_bytes},
+             {"unattributed", "unattributed", 0}};
+  const std::int64_t before_forward = as_signed(b.statics.total()) + batch_bytes;
+  const std::int64_t other = as_signed(memory::total_bytes(loss_saved(outputs))) - models::total_bytes(act.outputs);
+  std::int64_t recomputed = 0;
+  for (const auto& block : act.blocks) recomputed = std::max(recomputed, block.recomputed);
+  const auto workspace =
+      static_cast<std::int64_t>(kBackwardTransients * static_cast<double>(act.largest_tensor)) + recomputed;
+  const std::int64_t backward_peak = before_forward + act.total() + other + workspace;
+  const std::int64_t gradients = as_signed(memory::total_bytes(b.gradients));
+  const std::int64_t optimizer_peak = before_forward + gradients + 2 * largest_parameter;
+  if (backward_peak >= optimizer_peak) {
+    b.peak_phase = "backward";
+    for (const auto& block : act.blocks) b.parts.push_back({block.name, "activations", block.total()});
+    b.parts.push_back({"other activations", "activations", other});
+    b.parts.push_back({"workspace", "workspace", workspace});
+  } else {
+    b.peak_phase = "optimizer_step";
+    b.parts.push_back({"gradients", "gradients", gradients});
+    b.parts.push_back({"other activations", "activations", 0});
+    b.parts.push_back({"workspace", "workspace", 2 * largest_parameter});
+  }
+  b.peak_allocated = static_cast<std::uint64_t>(std::max(backward_peak, optimizer_peak));
+  b.peak_reserved = b.peak_allocated;
+  return b;
+}
+
+memory::MemoryBreakdown measure_step_memory(models::Network net, const std::vector<std::int64_t>& input_shape,
+                                            torch::Device device, StepOptions options, int steps) {
+  options.spatial_augment.reset();
+  net->train(true);
+  const std::int64_t classes = net->output_shapes(input_shape).front()[1];
+  data::Batch batch;
+  {
+    // Host memory, as the loader's batches are: the step's device copy is what a budget charges.
+    const HostMemoryScope host;
+    std::vector<std::int64_t> label_shape = input_shape;
+    label_shape[1] = 1;
+    batch = {torch::randn(input_shape), torch::randint(0, classes, label_shape, torch::kLong)};
+  }
+  memory::MemoryTracker tracker(device);
+  TrainStep step(std::move(net), device, options, &tracker);
+  tracker.watch_parameters(step.trainable_parameters());
+  tracker.reset();
+  for (int i = 0; i < steps; ++i) step.run(batch, options.optimizer.lr, i);
+  return step_breakdown(tracker, step, batch);
 }
 
 }  // namespace voxfit::train

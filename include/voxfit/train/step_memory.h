@@ -1,6 +1,8 @@
 #pragma once
-// What a training step holds across steps, and its batch, as the memory breakdown counts them.
+// What a training step holds across steps, and its batch, as the memory breakdown counts them;
+// and the breakdown of a step predicted before anything runs, beside one measured.
 #include <cstdint>
+#include <vector>
 
 #include "voxfit/data/patch_loader.h"
 #include "voxfit/memory/memory_breakdown.h"
@@ -17,5 +19,32 @@ std::uint64_t batch_bytes(const data::Batch& batch);
 /// The breakdown of `tracker`'s profile for steps of `step` on batches like `batch`.
 memory::MemoryBreakdown step_breakdown(const memory::MemoryTracker& tracker, TrainStep& step,
                                        const data::Batch& batch);
+
+/// The breakdown of one training step of `net` on inputs of `input_shape` ([B, C, D, H, W]) with
+/// `options` (precision, optimiser), predicted from shapes and dtypes (nothing runs), with the parts
+/// a measured breakdown has (memory::make_breakdown), at the larger of two candidate peaks:
+/// - backward: static + batch + every block's saved activations (models::estimate_activations) +
+///   other activations (what the loss keeps, less the network outputs it does not) + workspace,
+///   where workspace = kBackwardTransients x the largest activation tensor (the gradients flowing
+///   through the last blocks' ops while their saved tensors are not yet freed) + the largest
+///   recomputation of a checkpointed block (models::BlockActivations::recomputed);
+/// - optimiser step: static + batch + gradients (one per trainable parameter, its dtype) +
+///   2 x the largest parameter (AdamW's denominator; SGD's decayed and Nesterov gradients).
+/// Static: parameters and buffers as the network holds them, AdamW's two float32 moments a
+/// parameter (SGD: one momentum buffer) and a step counter, the loss scaler's scale and tracker.
+/// device is "predicted". Throws UnsupportedError for networks without an analytic model.
+memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
+                                            const StepOptions& options);
+/// Backward's transient gradients in units of the largest activation tensor L (in the UNets, the
+/// last decoder stage's concatenation): its gradient (L), the gradient out of the conv that reads
+/// it (L/2) and what the other ops of the stage hold meanwhile. Fitted to CPU measurements of
+/// unet3d and unetr (2.22 to 2.27 at batch 1 and 2, 32^3 and 64^3), not derived op by op.
+inline constexpr double kBackwardTransients = 2.25;
+
+/// The breakdown measured over `steps` real training steps of `net` on `device` with `options`, on
+/// a random batch of `input_shape` (labels drawn over the network's classes), spatial augmentation
+/// off. Needs what MemoryTracker needs (CPU: a live ScopedCpuBudget).
+memory::MemoryBreakdown measure_step_memory(models::Network net, const std::vector<std::int64_t>& input_shape,
+                                            torch::Device device, StepOptions options, int steps = 2);
 
 }  // namespace voxfit::train

@@ -1,0 +1,295 @@
+#include "voxfit/models/memory_estimate.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "voxfit/core/error.h"
+#include "voxfit/models/attention.h"
+#include "voxfit/models/checkpoint.h"
+#include "voxfit/models/nets/unet3d.h"
+#include "voxfit/models/nets/unetr.h"
+
+namespace voxfit::models {
+
+std::int64_t total_bytes(const DtypeByteCounts& bytes) {
+  std::int64_t n = 0;
+  for (const auto& [dtype, b] : bytes) n += b;
+  return n;
+}
+
+std::string dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kFloat: return "float32";
+    case c10::kHalf: return "float16";
+    case c10::kBFloat16: return "bfloat16";
+    case c10::kDouble: return "float64";
+    case c10::kLong: return "int64";
+    case c10::kInt: return "int32";
+    case c10::kBool: return "bool";
+    default: return c10::toString(dtype);
+  }
+}
+
+std::int64_t ActivationEstimate::total() const {
+  std::int64_t n = 0;
+  for (const auto& b : blocks) n += b.total();
+  return n;
+}
+
+namespace {
+
+using c10::ScalarType;
+
+// Charges the tensors a forward keeps to the block open when they are made; the op rules of the
+// header, one member each.
+class Tally {
+ public:
+  Tally(ScalarType compute, std::int64_t batch) : c_(compute), batch_(batch) {}
+
+  ScalarType compute() const { return c_; }
+  bool autocast() const { return c_ != c10::kFloat; }
+  std::int64_t batch() const { return batch_; }
+
+  void block(const std::string& name) { est_.blocks.push_back({name, {}, 0}); }
+
+  // A new tensor of `elements` per sample that stays live until the block ends.
+  void keep(std::int64_t elements, ScalarType dtype) {
+    const std::int64_t bytes = batch_ * elements * static_cast<std::int64_t>(c10::elementSize(dtype));
+    est_.blocks.back().bytes[dtype_name(dtype)] += bytes;
+    est_.largest_tensor = std::max(est_.largest_tensor, bytes);
+  }
+  // One that is not batched (autocast's weight copies).
+  void keep_unbatched(std::int64_t elements, ScalarType dtype) {
+    est_.blocks.back().bytes[dtype_name(dtype)] += elements * static_cast<std::int64_t>(c10::elementSize(dtype));
+  }
+
+  // Convolution or linear layer of `weights` parameters reading `in` elements of dtype `in_dtype`:
+  // under autocast the weights' copy and a cast of the input; the output (`out` elements of the
+  // compute dtype) is the caller's to keep or not. Returns the output dtype.
+  ScalarType matmul_layer(std::int64_t weights, std::int64_t in, ScalarType in_dtype) {
+    if (autocast()) {
+      keep_unbatched(weights, c_);
+      if (in_dtype != c_) keep(in, c_);
+    }
+    return c_;
+  }
+  // Instance norm over `channels`: per (sample, channel) statistics and, affine, the weight
+  // repeated per sample (batch_norm's backward reads it; the repeated bias is freed).
+  void instance_norm(std::int64_t channels, bool affine) { keep((affine ? 3 : 2) * channels, c10::kFloat); }
+  // Layer norm over `rows` rows: mean and rstd per row; the float32 output is the caller's.
+  void layer_norm(std::int64_t rows) { keep(2 * rows, c10::kFloat); }
+
+  void output(std::int64_t elements, ScalarType dtype) {
+    keep(elements, dtype);
+    est_.outputs[dtype_name(dtype)] += batch_ * elements * static_cast<std::int64_t>(c10::elementSize(dtype));
+  }
+
+  ActivationEstimate finish() { return std::move(est_); }
+
+ private:
+  ScalarType c_;
+  std::int64_t batch_;
+  ActivationEstimate est_;
+};
+
+std::int64_t conv_weights(std::int64_t in, std::int64_t out, std::int64_t kernel, bool bias) {
+  return in * out * kernel * kernel * kernel + (bias ? out : 0);
+}
+
+// conv + instance norm + in-place activation at `voxels` (per sample), reading `in` channels at
+// `in_voxels` of `in_dtype`: the conv output (the norm's input) and the norm output (the
+// activation's, saved by the next conv) stay; with `residual` the norm output goes into an add
+// whose output stays instead. `keep_norm_out` = false: a norm output nothing keeps (a projection).
+void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t voxels,
+                   ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine, bool keep_norm_out = true) {
+  const ScalarType c = t.matmul_layer(conv_weights(in, out, kernel, bias), in * in_voxels, in_dtype);
+  t.keep(out * voxels, c);
+  t.instance_norm(out, affine);
+  if (keep_norm_out) t.keep(out * voxels, c);
+}
+
+// MONAI's UnetResBlock / UnetBasicBlock (models::UnetBlock), in -> out channels at `voxels`.
+void unet_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t voxels, ScalarType in_dtype,
+                bool residual) {
+  conv_norm_act(t, in, out, voxels, voxels, in_dtype, 3, false, false);
+  if (!residual) {
+    conv_norm_act(t, out, out, voxels, voxels, t.compute(), 3, false, false);
+    return;
+  }
+  // The projection's norm output goes into the add only; the last norm's output too, and the add's
+  // output (activated in place) is what stays.
+  if (in != out) conv_norm_act(t, in, out, voxels, voxels, in_dtype, 1, false, false, false);
+  conv_norm_act(t, out, out, voxels, voxels, t.compute(), 3, false, false, false);
+  t.keep(out * voxels, t.compute());
+}
+
+ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std::int64_t>& shape, ScalarType c,
+                                   CheckpointMode mode) {
+  const auto& o = net.options();
+  Tally t(c, shape[0]);
+  std::vector<std::int64_t> features;
+  for (std::int64_t s = 0; s < o.stages(); ++s)
+    features.push_back(std::min(o.base_features() << std::min<std::int64_t>(s, 20), o.max_features()));
+  const auto voxels = [&](std::int64_t s) { return (shape[2] >> s) * (shape[3] >> s) * (shape[4] >> s); };
+  const bool affine = o.norm() == "instance_affine";
+  const auto stack = [&](std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t v, ScalarType dt,
+                         bool checkpointed) {
+    if (checkpointed) {
+      t.keep(out * v, t.compute());
+      return;
+    }
+    for (std::int64_t i = 0; i < o.convs_per_stage(); ++i)
+      conv_norm_act(t, i == 0 ? in : out, out, i == 0 ? in_voxels : v, v, i == 0 ? dt : t.compute(), 3, true, affine);
+  };
+  const bool main = checkpoints(mode, true), rest = checkpoints(mode, false);
+  for (std::int64_t s = 0; s < o.stages(); ++s) {
+    t.block("encoder" + std::to_string(s));
+    stack(s == 0 ? o.in_channels() : features[s - 1], features[s], voxels(s == 0 ? 0 : s - 1), voxels(s),
+          s == 0 ? c10::kFloat : t.compute(), main);
+  }
+  const std::int64_t n = o.stages() - 1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t below = features[n - i], skip = features[n - 1 - i], v = voxels(n - 1 - i);
+    t.block("decoder" + std::to_string(i));
+    // The transposed conv's output goes into the concatenation only; the concatenation stays.
+    if (!rest) {
+      t.matmul_layer(conv_weights(below, skip, 2, true), below * voxels(n - i), t.compute());
+      t.keep(2 * skip * v, t.compute());
+    }
+    stack(2 * skip, skip, v, v, t.compute(), rest);
+    if (o.deep_supervision() || i + 1 == n) {
+      t.matmul_layer(conv_weights(skip, o.num_classes(), 1, true), skip * v, t.compute());
+      t.output(o.num_classes() * v, t.compute());
+    }
+  }
+  return t.finish();
+}
+
+// One pre-norm transformer block on `tokens` x `hidden` float32 tokens (UNETR's ViT).
+void transformer_block(Tally& t, std::int64_t tokens, std::int64_t hidden, std::int64_t mlp, std::int64_t heads,
+                       bool qkv_bias, AttentionMode attention) {
+  const ScalarType c = t.compute(), f32 = c10::kFloat;
+  const std::int64_t tc = tokens * hidden;
+  const auto linear_input = [&](std::int64_t weights, std::int64_t in) {
+    t.matmul_layer(weights, in, f32);
+    if (!t.autocast()) t.keep(in, f32);  // under autocast the cast copy is what the linear saves
+  };
+  t.layer_norm(tokens);
+  linear_input(3 * hidden * hidden + (qkv_bias ? 3 * hidden : 0), tc);
+  if (resolve_attention(attention) == AttentionMode::kSdpa) {
+    t.keep(3 * tc, c);                // qkv: q, k, v are views of it
+    t.keep(tc, c);                    // the attention output
+    t.keep(heads * tokens, f32);      // its log-sum-exp
+  } else {
+    t.keep(3 * tc, c);                // matmul's contiguous copies of q * scale, k^T and v
+    t.keep(heads * tokens * tokens, f32);  // softmax output
+    if (t.autocast()) t.keep(heads * tokens * tokens, c);  // its cast for the second matmul
+  }
+  t.keep(tc, c);                      // [B, L, C] copy the projection reads
+  t.matmul_layer(hidden * hidden + hidden, tc, c);
+  t.keep(tc, f32);                    // x + attention: the second norm's input
+  t.layer_norm(tokens);
+  linear_input(hidden * mlp + mlp, tc);
+  t.keep(2 * tokens * mlp, c);        // fc1 output (GELU's input) and GELU's output (fc2's)
+  t.matmul_layer(mlp * hidden + hidden, tokens * mlp, c);
+  t.keep(tc, f32);                    // the block's output
+}
+
+ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::int64_t>& shape, ScalarType c,
+                                  CheckpointMode mode) {
+  const auto& o = net.options();
+  Tally t(c, shape[0]);
+  const std::int64_t p = UNETRImpl::kPatch, f = o.feature_size(), hidden = o.hidden_size(), k = o.num_classes();
+  const std::int64_t grid = (shape[2] / p) * (shape[3] / p) * (shape[4] / p), voxels = shape[2] * shape[3] * shape[4];
+  const auto at = [&](int doublings) { return grid << (3 * doublings); };  // voxels after x2 upsamplings
+  const bool main = checkpoints(mode, true), rest = checkpoints(mode, false);
+  t.block("patch_embed");
+  t.matmul_layer(conv_weights(o.in_channels(), hidden, p, true), o.in_channels() * voxels, c10::kFloat);
+  t.keep(grid * hidden, c10::kFloat);  // conv output + the float32 position embedding
+  for (std::int64_t i = 0; i < o.num_layers(); ++i) {
+    t.block("transformer" + std::to_string(i));
+    if (main)
+      t.keep(grid * hidden, c10::kFloat);
+    else
+      transformer_block(t, grid, hidden, o.mlp_dim(), o.num_heads(), o.qkv_bias(), o.attention());
+  }
+  t.block("norm");
+  t.layer_norm(grid);
+  t.keep(grid * hidden, c10::kFloat);
+  // tokens -> volume: a float32 copy the first conv reads; under autocast its cast copy stays
+  // instead, except in front of a checkpointed block, which keeps its input as given.
+  const auto volume = [&] {
+    if (!t.autocast() || rest) t.keep(grid * hidden, c10::kFloat);
+  };
+  const auto block = [&](std::int64_t in, std::int64_t out, std::int64_t v, ScalarType dt) {
+    unet_block(t, in, out, v, dt, o.res_block());
+  };
+  t.block("encoder1");
+  if (rest) t.keep(f * voxels, t.compute());
+  else block(o.in_channels(), f, voxels, c10::kFloat);
+  for (int e = 2; e <= 4; ++e) {
+    const std::int64_t out = f << (e - 1), layers = 4 - e;
+    t.block("encoder" + std::to_string(e));
+    volume();
+    if (rest) {
+      t.keep(out * at(1 + static_cast<int>(layers)), t.compute());
+      continue;
+    }
+    t.matmul_layer(conv_weights(hidden, out, 2, false), hidden * grid, c10::kFloat);
+    t.keep(out * at(1), t.compute());
+    for (int l = 0; l < layers; ++l) {
+      t.matmul_layer(conv_weights(out, out, 2, false), out * at(1 + l), t.compute());
+      t.keep(out * at(2 + l), t.compute());
+      block(out, out, at(2 + l), t.compute());
+    }
+  }
+  for (int d = 5; d >= 2; --d) {
+    const std::int64_t in = d == 5 ? hidden : f << (d - 1), out = f << (d - 2);
+    const std::int64_t v = at(6 - d);
+    t.block("decoder" + std::to_string(d));
+    if (d == 5) volume();
+    if (rest) {
+      t.keep(out * v, t.compute());
+      continue;
+    }
+    t.matmul_layer(conv_weights(in, out, 2, false), in * (v >> 3), d == 5 ? c10::kFloat : t.compute());
+    t.keep(2 * out * v, t.compute());  // the concatenation with the skip
+    block(2 * out, out, v, t.compute());
+  }
+  t.block("out");
+  t.matmul_layer(conv_weights(f, k, 1, true), f * voxels, t.compute());
+  t.output(k * voxels, t.compute());
+  return t.finish();
+}
+
+}  // namespace
+
+namespace {
+
+ActivationEstimate walk(const NetworkImpl& net, const std::vector<std::int64_t>& shape, ScalarType compute,
+                        std::optional<CheckpointMode> override_mode) {
+  if (const auto* unet = dynamic_cast<const UNet3DImpl*>(&net))
+    return estimate_unet3d(*unet, shape, compute, override_mode.value_or(unet->options().checkpoint()));
+  if (const auto* unetr = dynamic_cast<const UNETRImpl*>(&net))
+    return estimate_unetr(*unetr, shape, compute, override_mode.value_or(unetr->options().checkpoint()));
+  throw UnsupportedError("no analytic memory model for this network (unet3d and unetr have one)");
+}
+
+}  // namespace
+
+ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
+                                        ScalarType compute) {
+  net.check_input(input_shape);
+  ActivationEstimate est = walk(net, input_shape, compute, std::nullopt);
+  // A checkpointed block keeps less than it would unchecked; what it would keep is what its
+  // recomputation makes again in backward.
+  const ActivationEstimate full = walk(net, input_shape, compute, CheckpointMode::kNone);
+  for (std::size_t i = 0; i < est.blocks.size(); ++i)
+    if (est.blocks[i].total() < full.blocks[i].total()) est.blocks[i].recomputed = full.blocks[i].total();
+  est.largest_tensor = full.largest_tensor;
+  return est;
+}
+
+}  // namespace voxfit::models
