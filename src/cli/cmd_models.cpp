@@ -1,14 +1,21 @@
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/model_options.h"
 #include "voxfit/cli/options.h"
+#include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
+#include "voxfit/memory/breakdown_compare.h"
+#include "voxfit/memory/budget.h"
 #include "voxfit/models/attention.h"
 #include "voxfit/models/network.h"
+#include "voxfit/train/step_memory.h"
 
 namespace voxfit::cli {
 
@@ -77,26 +84,118 @@ void describe_model(const std::string& name, const models::ModelContext& ctx, in
   std::printf("(output shapes follow from the architecture; no forward pass was run)\n");
 }
 
+std::string signed_bytes(std::int64_t bytes) {
+  const std::string size = format_bytes(static_cast<std::uint64_t>(std::llabs(bytes)));
+  return bytes < 0 ? "-" + size : size;
+}
+
+std::string dtype_text(const memory::DtypeBytes& bytes) {
+  std::string s;
+  for (const auto& [dtype, n] : bytes) s += (s.empty() ? "" : ", ") + dtype + " " + format_bytes(n);
+  return s.empty() ? "none" : s;
+}
+
+std::string error_text(const memory::ComponentError& row) {
+  const double e = row.relative();
+  if (std::isinf(e)) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof text, "%+.1f%%", 100.0 * e);
+  return text;
+}
+
+// What `voxfit models --memory` asked for: the step's options, and where to measure (--measure).
+struct MemoryRequest {
+  train::StepOptions step;
+  std::optional<torch::Device> measure_on;
+  memory::BudgetSpec budget;
+};
+
+void print_memory(const std::string& name, const models::ModelContext& ctx, int batch, const MemoryRequest& req) {
+  std::vector<std::int64_t> input = {batch, ctx.in_channels};
+  input.insert(input.end(), ctx.patch.begin(), ctx.patch.end());
+  const models::Network net = models::make_model(name, ctx);
+  const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step);
+  std::optional<memory::MemoryBreakdown> measured;
+  if (req.measure_on) {
+    const memory::ScopedBudget budget(req.budget, *req.measure_on);
+    measured = train::measure_step_memory(models::make_model(name, ctx), input, *req.measure_on, req.step);
+  }
+  std::printf("\nmemory of one training step: %s, %s, input %s, peak predicted in %s\n",
+              train::to_string(req.step.precision).c_str(), train::to_string(req.step.optimizer.kind).c_str(),
+              models::shape_to_string(input).c_str(), predicted.peak_phase.c_str());
+  std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
+              dtype_text(predicted.statics.parameters).c_str(), dtype_text(predicted.gradients).c_str(),
+              dtype_text(predicted.statics.optimizer_state).c_str(), dtype_text(predicted.statics.buffers).c_str());
+  if (!measured) {
+    std::printf("  %-26s %12s\n", "component", "predicted");
+    for (const auto& p : predicted.parts) std::printf("  %-26s %12s\n", p.name.c_str(), signed_bytes(p.bytes).c_str());
+    std::printf("  %-26s %12s\n", "peak", format_bytes(predicted.peak_allocated).c_str());
+    std::printf("(analytic, from shapes and dtypes; --measure runs one training step beside it)\n");
+    return;
+  }
+  std::printf("  measured on %s: peak in %s\n", measured->device.c_str(), measured->peak_phase.c_str());
+  std::printf("  %-26s %12s %12s %8s\n", "component", "predicted", "measured", "error");
+  for (const auto& row : memory::compare_breakdowns(predicted, *measured))
+    std::printf("  %-26s %12s %12s %8s\n", row.name.c_str(), signed_bytes(row.predicted).c_str(),
+                signed_bytes(row.measured).c_str(), error_text(row).c_str());
+}
+
+void add_memory_options(CommandSpec& spec) {
+  po::options_description g("Memory (with --memory)");
+  g.add_options()
+      ("memory", po::bool_switch(), "print the predicted memory breakdown of one training step")
+      ("precision", po::value<std::string>()->value_name("P"), "fp32, tf32, fp16, bf16 [fp32]")
+      ("optimizer", po::value<std::string>()->value_name("NAME"), "adamw or sgd [sgd for unet3d, else adamw]")
+      ("measure", po::bool_switch(), "also run training steps and print the measured breakdown beside it");
+  spec.options.add(g);
+  add_device_options(spec);
+}
+
+MemoryRequest memory_request(const po::variables_map& vm, const std::string& model) {
+  for (const char* key : {"precision", "optimizer", "card", "vram"})
+    if (vm.count(key) && !vm["memory"].as<bool>()) throw ConfigError(std::string("--") + key + " needs --memory");
+  if (vm["measure"].as<bool>() && !vm["memory"].as<bool>()) throw ConfigError("--measure needs --memory");
+  if (vm.count("memory-snapshot")) throw ConfigError("--memory-snapshot: voxfit models writes no snapshot");
+  MemoryRequest req;
+  if (vm.count("precision")) req.step.precision = train::parse_precision(vm["precision"].as<std::string>());
+  req.step.optimizer = train::OptimizerOptions::defaults_for(
+      vm.count("optimizer") ? train::parse_optimizer(vm["optimizer"].as<std::string>()) : default_optimizer(model));
+  if (vm["measure"].as<bool>()) {
+    req.measure_on = device_from(vm);
+    train::check_precision_supported(req.step.precision, *req.measure_on);
+    req.budget = budget_from(vm);
+  }
+  return req;
+}
+
 }  // namespace
 
 int cmd_models(const Args& args) {
-  CommandSpec spec{"models", "voxfit models [--model NAME [model options] [--batch B]]",
+  CommandSpec spec{"models",
+                   "voxfit models [--model NAME [model options] [--batch B] [--memory [--precision P] [--measure]]]",
                    "Without --model, lists the networks with their reference parameter counts. With "
                    "--model, builds that network for the given options and prints its parameter count, "
-                   "output shapes (training with deep supervision, and eval) and static training memory."};
+                   "output shapes (training with deep supervision, and eval) and static training memory; "
+                   "with --memory, the predicted memory breakdown of a training step (per block), and with "
+                   "--measure the measured one beside it."};
   add_model_options(spec);
   spec.options.add_options()("batch", po::value<int>()->default_value(1)->value_name("B"),
-                             "batch size for the shapes printed");
+                             "batch size for the shapes and the memory printed");
+  add_memory_options(spec);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   if (!vm.count("model")) {
+    if (vm["memory"].as<bool>()) throw ConfigError("--memory needs --model");
     list_models();
     return 0;
   }
   const int batch = vm["batch"].as<int>();
   if (batch < 1) throw ConfigError("--batch must be >= 1, got " + std::to_string(batch));
   const std::string name = vm["model"].as<std::string>();
-  describe_model(name, model_context_from(vm, name), batch);
+  const models::ModelContext ctx = model_context_from(vm, name);
+  const MemoryRequest req = memory_request(vm, name);
+  describe_model(name, ctx, batch);
+  if (vm["memory"].as<bool>()) print_memory(name, ctx, batch, req);
   return 0;
 }
 
