@@ -52,12 +52,14 @@ class Tally {
   bool autocast() const { return c_ != c10::kFloat; }
   std::int64_t batch() const { return batch_; }
 
-  void block(const std::string& name) { est_.blocks.push_back({name, {}, 0}); }
+  void block(const std::string& name) { est_.blocks.push_back({name, {}, 0, 0, 0}); }
 
   // A new tensor of `elements` per sample that stays live until the block ends.
   void keep(std::int64_t elements, ScalarType dtype) {
     const std::int64_t bytes = batch_ * elements * static_cast<std::int64_t>(c10::elementSize(dtype));
-    est_.blocks.back().bytes[dtype_name(dtype)] += bytes;
+    auto& block = est_.blocks.back();
+    block.bytes[dtype_name(dtype)] += bytes;
+    block.largest = std::max(block.largest, bytes);
     est_.largest_tensor = std::max(est_.largest_tensor, bytes);
   }
   // One that is not batched (autocast's weight copies).
@@ -69,6 +71,7 @@ class Tally {
   // under autocast the weights' copy and a cast of the input; the output (`out` elements of the
   // compute dtype) is the caller's to keep or not. Returns the output dtype.
   ScalarType matmul_layer(std::int64_t weights, std::int64_t in, ScalarType in_dtype) {
+    est_.blocks.back().parameters += weights;
     if (autocast()) {
       keep_unbatched(weights, c_);
       if (in_dtype != c_) keep(in, c_);
@@ -286,8 +289,11 @@ ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vecto
   // A checkpointed block keeps less than it would unchecked; what it would keep is what its
   // recomputation makes again in backward.
   const ActivationEstimate full = walk(net, input_shape, compute, CheckpointMode::kNone);
-  for (std::size_t i = 0; i < est.blocks.size(); ++i)
+  for (std::size_t i = 0; i < est.blocks.size(); ++i) {
     if (est.blocks[i].total() < full.blocks[i].total()) est.blocks[i].recomputed = full.blocks[i].total();
+    est.blocks[i].largest = full.blocks[i].largest;
+    est.blocks[i].parameters = full.blocks[i].parameters;
+  }
   est.largest_tensor = full.largest_tensor;
   return est;
 }

@@ -50,6 +50,11 @@ struct BlockActivations {
   /// A checkpointed block: what its recomputation in backward makes again (all it would keep
   /// unchecked, output included); 0 for a block that is not checkpointed.
   std::int64_t recomputed = 0;
+  /// The largest single tensor it keeps (without checkpointing), bytes.
+  std::int64_t largest = 0;
+  /// Weights and biases of its convolutions and linear layers (elements): what backward makes
+  /// gradients for once it has passed the block.
+  std::int64_t parameters = 0;
   std::int64_t total() const { return total_bytes(bytes); }
 };
 

@@ -22,14 +22,18 @@ memory::MemoryBreakdown step_breakdown(const memory::MemoryTracker& tracker, Tra
 
 /// The breakdown of one training step of `net` on inputs of `input_shape` ([B, C, D, H, W]) with
 /// `options` (precision, optimiser), predicted from shapes and dtypes (nothing runs), with the parts
-/// a measured breakdown has (memory::make_breakdown), at the larger of two candidate peaks:
-/// - backward: static + batch + every block's saved activations (models::estimate_activations) +
-///   other activations (what the loss keeps, less the network outputs it does not) + workspace,
-///   where workspace = kBackwardTransients x the largest activation tensor (the gradients flowing
-///   through the last blocks' ops while their saved tensors are not yet freed) + the largest
-///   recomputation of a checkpointed block (models::BlockActivations::recomputed);
+/// a measured breakdown has (memory::make_breakdown), at the largest of these moments:
+/// - backward begins: static + batch + every block's saved activations (models::estimate_activations)
+///   + other activations (what the loss keeps, less the network outputs it does not) + transients
+///   of kBackwardTransients x the largest activation tensor + the largest recomputation of a
+///   checkpointed block (models::BlockActivations::recomputed);
+/// - backward passes block i (blocks in reverse): static + batch + the activations of blocks 0..i +
+///   the gradients of the blocks after i (their parameters, at the trainable parameters' bytes per
+///   element) + block i's transients (kBackwardTransients x its largest tensor) and recomputation;
 /// - optimiser step: static + batch + gradients (one per trainable parameter, its dtype) +
 ///   2 x the largest parameter (AdamW's denominator; SGD's decayed and Nesterov gradients).
+/// The peak is split as a measured backward peak is, whichever moment it is (peak_phase says which):
+/// blocks, other activations, and workspace = what the peak holds above the end of the forward.
 /// Static: parameters and buffers as the network holds them, AdamW's two float32 moments a
 /// parameter (SGD: one momentum buffer) and a step counter, the loss scaler's scale and tracker.
 /// device is "predicted". Throws UnsupportedError for networks without an analytic model.
