@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 #if defined(VOXFIT_WITH_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -38,40 +39,31 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
 #endif
 }
 
-/// LibTorch's fused AdamW over tensor lists (one CUDA kernel for all parameters); skips the update
-/// where `found_inf` is non-zero. Returns false (and does nothing) where this LibTorch lacks it.
-inline bool fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                        at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
-                        double beta2, double weight_decay, double eps,
-                        const c10::optional<at::Tensor>& found_inf) {
-#if VOXFIT_TORCH_AT_LEAST(2, 1)
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
-                    /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/c10::nullopt, found_inf);
-  return true;
-#else
-  return false;
-#endif
-}
-
 /// True where this LibTorch's fused AdamW takes its learning rate as a device tensor, so that a
 /// CUDA graph of the optimiser step can follow a schedule (2.2 and later).
 constexpr bool kFusedAdamwTensorLr = VOXFIT_TORCH_AT_LEAST(2, 2);
 
-/// fused_adamw with the learning rate read from a device tensor (a [] float32 on the parameters'
-/// device) at run time. Returns false (and does nothing) where this LibTorch lacks it.
+/// LibTorch's fused AdamW over tensor lists (one CUDA kernel for all parameters); skips the update
+/// where `found_inf` is non-zero. `lr`: a double, or a [] float32 tensor on the parameters' device
+/// read when the kernel runs (kFusedAdamwTensorLr). Returns false (and does nothing) where this
+/// LibTorch lacks the form asked for.
+template <typename Lr>
 inline bool fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                        at::TensorList exp_avg_sqs, at::TensorList steps, const at::Tensor& lr, double beta1,
+                        at::TensorList exp_avg_sqs, at::TensorList steps, const Lr& lr, double beta1,
                         double beta2, double weight_decay, double eps,
                         const c10::optional<at::Tensor>& found_inf) {
-#if VOXFIT_TORCH_AT_LEAST(2, 2)
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
-                    /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/c10::nullopt, found_inf);
-  return true;
-#else
+  constexpr bool tensor_lr = std::is_same_v<Lr, at::Tensor>;
+  static_assert(tensor_lr || std::is_same_v<Lr, double>, "fused_adamw: lr is a double or a tensor");
+#if VOXFIT_TORCH_AT_LEAST(2, 1)
+  if constexpr (!tensor_lr || kFusedAdamwTensorLr) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+                      /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/c10::nullopt, found_inf);
+    return true;
+  }
+#endif
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1;
   (void)beta2, (void)weight_decay, (void)eps, (void)found_inf;
   return false;
-#endif
 }
 
 /// Turns autocast on or off for one device type and sets its dtype.
