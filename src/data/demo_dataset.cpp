@@ -11,7 +11,9 @@
 namespace voxfit::data {
 
 fs::path make_demo_dataset(const fs::path& mri_dir, const fs::path& out_dir, int cases) {
-  const fs::path image_file = mri_dir / "KmeansTest_T1RawSkullStrip.nii.gz";
+  // The T1 scan itself (0-255). KmeansTest_T1RawSkullStrip.nii.gz, beside it, is not an MRI but a
+  // 4-valued mask that is 0 over all of labels 1-3: nothing could learn those classes from it.
+  const fs::path image_file = mri_dir / "KmeansTest_T1UCharRaw.nii.gz";
   const fs::path label_file = mri_dir / "KmeansTest_T1KmeansPrelimSegmentation.nii.gz";
   for (const auto& f : {image_file, label_file})
     if (!fs::exists(f))
@@ -55,7 +57,7 @@ fs::path make_demo_dataset(const fs::path& mri_dir, const fs::path& out_dir, int
     if (v != 0) labels[std::to_string(v)] = "tissue_" + std::to_string(v);
   }
   const nlohmann::json manifest{{"name", "DemoMRI"},
-                                {"description", "Debian's ITK example T1 MRI with its k-means segmentation"},
+                                {"description", "Debian's ITK example T1 MRI (" + image_file.filename().string() + ") with its k-means segmentation"},
                                 {"modality", {{"0", "MRI"}}},
                                 {"labels", labels},
                                 {"numTraining", cases},

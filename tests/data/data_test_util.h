@@ -22,8 +22,9 @@ inline fs::path ct_msd_dataset(const fs::path& root) {
   return root;
 }
 
-/// nnU-Net v2 layout, MRI: the demo T1 with its 7-class segmentation as case demo_000, plus
-/// `extra` left-right mirrored copies (written as NIfTI) as demo_001, ...
+/// nnU-Net v2 layout, MRI: the demo's skull-strip image (a 4-valued mask of the T1, zero outside
+/// the brain, which the cropping tests rely on) with the 7-class segmentation as case demo_000,
+/// plus `extra` left-right mirrored copies (written as NIfTI) as demo_001, ...
 inline fs::path mri_nnunet_dataset(const fs::path& root, int extra = 1) {
   const fs::path image = demo_mri_dir() / "KmeansTest_T1RawSkullStrip.nii.gz";
   const fs::path label = demo_mri_dir() / "KmeansTest_T1KmeansPrelimSegmentation.nii.gz";

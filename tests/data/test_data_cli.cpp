@@ -64,7 +64,23 @@ TEST_F(DataCli, DemoDatasetChecksPreparesAndLoads) {
   EXPECT_EQ(data::load_plan(dir() / "cache").cases.size(), 3u);
   r = run_voxfit("data demo '" + (dir() / "x").string() + "' --mri-dir '" + dir().string() + "'");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("KmeansTest_T1RawSkullStrip"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("KmeansTest_T1UCharRaw"), std::string::npos) << r.err;
+}
+
+// The demo's image is the T1 scan: labels 1-3 of the k-means segmentation have distinct
+// intensities there (means about 1, 43 and 80). The skull-strip mask beside it, which the demo
+// took before, is 0 over all three, so nothing could learn them from it.
+TEST_F(DataCli, DemoImageTellsTheLabelsApart) {
+  ASSERT_EQ(run_voxfit("data demo '" + (dir() / "demo").string() + "' --cases 1 --mri-dir '" +
+                       test::demo_mri_dir().string() + "'").exit_code, 0);
+  const auto image = io::read_volume(dir() / "demo" / "imagesTr" / "demo_000.nii.gz").data.to(torch::kDouble);
+  const auto label = io::read_volume(dir() / "demo" / "labelsTr" / "demo_000.nii.gz").data;
+  ASSERT_EQ(image.sizes(), label.sizes());
+  std::vector<double> mean;
+  for (int k = 1; k <= 3; ++k) mean.push_back(image.masked_select(label == k).mean().item<double>());
+  EXPECT_GT(mean[1] - mean[0], 20.0) << mean[0] << " " << mean[1];
+  EXPECT_GT(mean[2] - mean[1], 20.0) << mean[1] << " " << mean[2];
+  EXPECT_GE(image.max().item<double>(), 200.0);  // 8-bit range, not a handful of mask values
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
 // A small MSD-layout dataset from Debian's demo MRI (insighttoolkit5-examples:
-// KmeansTest_T1RawSkullStrip.nii.gz with its 7-class KmeansTest_T1KmeansPrelimSegmentation.nii.gz),
+// the T1 KmeansTest_T1UCharRaw.nii.gz with its 7-class KmeansTest_T1KmeansPrelimSegmentation.nii.gz),
 // so the quickstart can run `voxfit data prepare` and train without downloading anything.
 #include <filesystem>
 
