@@ -129,9 +129,13 @@ std::vector<double> dice_per_class(const torch::Tensor& prediction, const torch:
   std::vector<double> out;
   for (int64_t c = 1; c < classes; ++c) {
     const auto p = prediction == c, t = truth == c;
+    const double in_truth = t.sum().item<double>();
+    if (in_truth == 0) {
+      out.push_back(std::numeric_limits<double>::quiet_NaN());
+      continue;
+    }
     const double tp = (p & t).sum().item<double>();
-    const double denom = p.sum().item<double>() + t.sum().item<double>();
-    out.push_back(denom == 0 ? std::numeric_limits<double>::quiet_NaN() : 2.0 * tp / denom);
+    out.push_back(2.0 * tp / (p.sum().item<double>() + in_truth));
   }
   return out;
 }
@@ -145,6 +149,27 @@ double nan_mean(const std::vector<double>& values) {
       ++n;
     }
   return n == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / n;
+}
+
+DiceSummary summarize_dice(const std::vector<std::vector<double>>& per_case) {
+  DiceSummary s;
+  if (per_case.empty()) {
+    s.mean = std::numeric_limits<double>::quiet_NaN();
+    return s;
+  }
+  const std::size_t classes = per_case.front().size();
+  std::vector<double> case_means;
+  for (const auto& d : per_case) {
+    TORCH_CHECK(d.size() == classes, "dice: cases with ", classes, " and ", d.size(), " classes");
+    case_means.push_back(nan_mean(d));
+  }
+  for (std::size_t k = 0; k < classes; ++k) {
+    std::vector<double> column;
+    for (const auto& d : per_case) column.push_back(d[k]);
+    s.per_class.push_back(nan_mean(column));
+  }
+  s.mean = nan_mean(case_means);
+  return s;
 }
 
 }  // namespace voxfit::train

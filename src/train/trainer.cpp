@@ -99,11 +99,10 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& case_ids,
-                             const SlidingWindowOptions& sw) {
+DiceSummary validate(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& case_ids,
+                     const SlidingWindowOptions& sw) {
   step.network().eval();
-  std::vector<double> sum(static_cast<size_t>(plan.num_classes() - 1), 0.0);
-  std::vector<int> count(sum.size(), 0);
+  std::vector<std::vector<double>> per_case;
   for (const auto& id : case_ids) {
     const auto c = [&] {
       const HostMemoryScope host;  // the case read from the cache is host memory, as on a GPU
@@ -111,18 +110,10 @@ std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std:
     }();
     const auto logits =
         sliding_window_inference_on(c.image, step.device(), [&](const torch::Tensor& x) { return step.infer(x); }, sw);
-    const auto dice = dice_per_class(logits.argmax(0).cpu(), c.label, plan.num_classes());
-    for (size_t k = 0; k < dice.size(); ++k)
-      if (!std::isnan(dice[k])) {
-        sum[k] += dice[k];
-        ++count[k];
-      }
+    per_case.push_back(dice_per_class(logits.argmax(0).cpu(), c.label, plan.num_classes()));
   }
   step.network().train();
-  std::vector<double> mean(sum.size());
-  for (size_t k = 0; k < sum.size(); ++k)
-    mean[k] = count[k] ? sum[k] / count[k] : std::numeric_limits<double>::quiet_NaN();
-  return mean;
+  return summarize_dice(per_case);
 }
 
 TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
@@ -268,15 +259,15 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
       pending.clear();
       pending_lr.clear();
       if (validate_now && main_rank) {  // the weights are the same on every rank
-        std::vector<double> dice;
+        DiceSummary dice;
         {
           const auto phase = tracker.phase(memory::Phase::Validation);
           dice = validate(step, plan, split.validation, sw);
         }
         validation_peak = std::max(validation_peak, tracker.profile().phase(memory::Phase::Validation).allocated);
-        const double mean = nan_mean(dice);
-        log->validation(meta.step, mean, dice);
-        summary.last_dice_per_class = dice;
+        const double mean = dice.mean;
+        log->validation(meta.step, mean, dice.per_class);
+        summary.last_dice_per_class = dice.per_class;
         if (!std::isnan(mean) && mean > meta.best_dice) {
           meta.best_dice = mean;
           save(ckpt_best);

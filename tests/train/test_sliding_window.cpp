@@ -85,5 +85,44 @@ TEST(Dice, PerClassHandComputed) {
   EXPECT_DOUBLE_EQ(nan_mean(d), (2.0 / 3 + 2.0 / 3) / 2);
 }
 
+// The semantics of MONAI's DiceMetric(include_background=False, ignore_empty=True), per class.
+TEST(Dice, PerfectPredictionScoresOneAndEmptyPredictionZeroPerClass) {
+  const auto truth = torch::tensor({0, 1, 1, 2, 2, 2, 3, 0}, torch::kLong).view({2, 2, 2});
+  const auto perfect = dice_per_class(truth.clone(), truth, 4);
+  ASSERT_EQ(perfect.size(), 3u);
+  for (double d : perfect) EXPECT_DOUBLE_EQ(d, 1.0);
+  const auto empty = dice_per_class(torch::zeros_like(truth), truth, 4);
+  ASSERT_EQ(empty.size(), 3u);
+  for (double d : empty) EXPECT_DOUBLE_EQ(d, 0.0);
+  EXPECT_DOUBLE_EQ(nan_mean(perfect), 1.0);
+  EXPECT_DOUBLE_EQ(nan_mean(empty), 0.0);
+}
+
+TEST(Dice, AClassAbsentFromTheTruthIsLeftOutOfTheMeanWhateverWasPredicted) {
+  const auto truth = torch::tensor({0, 0, 1, 1}, torch::kLong);
+  // Class 1 half found (Dice 2 * 1 / (1 + 2)); class 2 absent from both; class 3 predicted only.
+  const auto pred = torch::tensor({0, 3, 1, 0}, torch::kLong);
+  const auto d = dice_per_class(pred, truth, 4);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_DOUBLE_EQ(d[0], 2.0 / 3);
+  EXPECT_TRUE(std::isnan(d[1])) << d[1];  // not 1 (ignore_empty=False) and not 0
+  EXPECT_TRUE(std::isnan(d[2])) << d[2];  // MONAI: empty truth is NaN; nnU-Net would say 0
+  EXPECT_DOUBLE_EQ(nan_mean(d), 2.0 / 3);
+  EXPECT_TRUE(std::isnan(nan_mean({std::nan(""), std::nan("")})));
+}
+
+// MONAI's reduction "mean": each case's mean over its classes first, then over the cases; the
+// per-class values are its "mean_batch". Reduced class-first, the same cases would give 0.5.
+TEST(Dice, CasesReduceAsMonaisDiceMetric) {
+  const double nan = std::nan("");
+  const auto s = summarize_dice({{1.0, nan}, {0.0, 0.5}, {nan, nan}});
+  ASSERT_EQ(s.per_class.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.per_class[0], 0.5);
+  EXPECT_DOUBLE_EQ(s.per_class[1], 0.5);
+  EXPECT_DOUBLE_EQ(s.mean, (1.0 + 0.25) / 2);
+  EXPECT_TRUE(std::isnan(summarize_dice({{nan, nan}}).mean));
+  EXPECT_TRUE(std::isnan(summarize_dice({}).mean));
+}
+
 }  // namespace
 }  // namespace voxfit::train

@@ -82,7 +82,7 @@ TEST_F(TrainerTest, SmallUNetLearnsTheOrgansOfTheRealCt) {
   const auto plan = data::load_plan(coarse);
   SlidingWindowOptions sw;
   sw.patch = o.model_context.patch;
-  const double before = nan_mean(validate(untrained, plan, plan.case_ids(), sw));
+  const double before = validate(untrained, plan, plan.case_ids(), sw).mean;
 
   const auto s = train_model(o);
   EXPECT_EQ(s.steps_done, 40);

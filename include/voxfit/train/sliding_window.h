@@ -32,11 +32,23 @@ torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsF
                                        const SlidingWindowOptions& o);
 
 /// Dice per foreground class 1..K-1 of a predicted label map against the truth (both [D, H, W]
-/// class indices). A class absent from both gets NaN (left out of means, as nnU-Net does).
+/// class indices), as MONAI's DiceMetric(include_background=False, ignore_empty=True): a class
+/// absent from the truth gets NaN, whatever was predicted (left out of every mean), so a perfect
+/// prediction scores 1 and an empty one 0 for each class present in the truth.
 std::vector<double> dice_per_class(const torch::Tensor& prediction, const torch::Tensor& truth, int64_t classes);
 
 /// Mean over the non-NaN entries; NaN if all are NaN.
 double nan_mean(const std::vector<double>& values);
+
+/// The Dice of several cases reduced as MONAI's DiceMetric does, NaN entries left out.
+struct DiceSummary {
+  std::vector<double> per_class;  ///< per class, the mean over the cases (MONAI's "mean_batch")
+  double mean = 0;                ///< per case the mean over its classes, then the mean over the cases (MONAI's "mean")
+};
+
+/// `per_case[i]` holds case i's dice_per_class. A class or mean with no value is NaN (MONAI says 0,
+/// which would read as a measured failure).
+DiceSummary summarize_dice(const std::vector<std::vector<double>>& per_case);
 
 /// nnU-Net's policy: everything on `device`; when the volume-sized buffers run out of memory
 /// there, the allocator is emptied and the inference runs again with them in host memory and only

@@ -58,8 +58,9 @@ struct TrainSummary {
 /// reduced over the ranks (mean loss, global samples/s, largest peak). Every rank returns the summary.
 TrainSummary train_model(const TrainOptions& options, dist::Communicator* comm = nullptr);
 
-/// Mean and per-class Dice of `step`'s network over whole cases of the cache, by sliding window.
-std::vector<double> validate(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& case_ids,
-                             const SlidingWindowOptions& sw);
+/// Mean and per-class Dice of `step`'s network over whole cases of the cache, by sliding window
+/// (reduced as MONAI's DiceMetric: summarize_dice).
+DiceSummary validate(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& case_ids,
+                     const SlidingWindowOptions& sw);
 
 }  // namespace voxfit::train
