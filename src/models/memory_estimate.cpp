@@ -8,6 +8,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/models/attention.h"
 #include "voxfit/models/checkpoint.h"
+#include "voxfit/models/nets/swin_unetr.h"
 #include "voxfit/models/nets/unet3d.h"
 #include "voxfit/models/nets/unetr.h"
 
@@ -114,18 +115,32 @@ void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_
 }
 
 // MONAI's UnetResBlock / UnetBasicBlock (models::UnetBlock), in -> out channels at `voxels`.
-void unet_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t voxels, ScalarType in_dtype,
-                bool residual) {
+// Returns its output's dtype: the add of an unprojected input of another dtype promotes.
+ScalarType unet_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t voxels, ScalarType in_dtype,
+                      bool residual) {
   conv_norm_act(t, in, out, voxels, voxels, in_dtype, 3, false, false);
   if (!residual) {
     conv_norm_act(t, out, out, voxels, voxels, t.compute(), 3, false, false);
-    return;
+    return t.compute();
   }
   // The projection's norm output goes into the add only; the last norm's output too, and the add's
   // output (activated in place) is what stays.
   if (in != out) conv_norm_act(t, in, out, voxels, voxels, in_dtype, 1, false, false, false);
   conv_norm_act(t, out, out, voxels, voxels, t.compute(), 3, false, false, false);
-  t.keep(out * voxels, t.compute());
+  const ScalarType sum = in != out ? t.compute() : c10::promoteTypes(t.compute(), in_dtype);
+  t.keep(out * voxels, sum);
+  return sum;
+}
+
+// MONAI's UnetrUpBlock: a transposed conv (x2) of `in` channels of `in_dtype` to `out` at `voxels`,
+// concatenated with a skip of `skip_dtype` (cat promotes), then UnetBlock(2 out -> out). The
+// transposed conv's output goes into the concatenation only; the concatenation stays.
+ScalarType up_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t voxels, ScalarType in_dtype,
+                    ScalarType skip_dtype, bool residual) {
+  t.matmul_layer(conv_weights(in, out, 2, false), in * (voxels >> 3), in_dtype);
+  const ScalarType cat = c10::promoteTypes(t.compute(), skip_dtype);
+  t.keep(2 * out * voxels, cat);
+  return unet_block(t, 2 * out, out, voxels, cat, residual);
 }
 
 ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std::int64_t>& shape, ScalarType c,
@@ -170,34 +185,59 @@ ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std:
   return t.finish();
 }
 
-// One pre-norm transformer block on `tokens` x `hidden` float32 tokens (UNETR's ViT).
-void transformer_block(Tally& t, std::int64_t tokens, std::int64_t hidden, std::int64_t mlp, std::int64_t heads,
-                       bool qkv_bias, AttentionMode attention) {
-  const ScalarType c = t.compute(), f32 = c10::kFloat;
-  const std::int64_t tc = tokens * hidden;
-  const auto linear_input = [&](std::int64_t weights, std::int64_t in) {
-    t.matmul_layer(weights, in, f32);
-    if (!t.autocast()) t.keep(in, f32);  // under autocast the cast copy is what the linear saves
-  };
+// A pre-norm layer norm over `tokens` rows whose input has the residual stream's dtype: autocast
+// runs it in float32, so a half-precision input is cast first and the cast is what it saves.
+void pre_norm(Tally& t, std::int64_t tokens, std::int64_t hidden, ScalarType stream) {
+  if (t.autocast() && stream != c10::kFloat) t.keep(tokens * hidden, c10::kFloat);
   t.layer_norm(tokens);
-  linear_input(3 * hidden * hidden + (qkv_bias ? 3 * hidden : 0), tc);
+}
+
+// A linear layer reading a float32 layer-norm output of `in` elements: the output itself is what
+// it saves, or under autocast its cast copy.
+void linear_after_norm(Tally& t, std::int64_t weights, std::int64_t in) {
+  t.matmul_layer(weights, in, c10::kFloat);
+  if (!t.autocast()) t.keep(in, c10::kFloat);
+}
+
+// Attention of `queries` tokens each over `keys` tokens (windows: keys = window tokens), from the
+// first norm's output through the output projection. `bias_elements`: an additive bias the fused
+// kernel keeps (unbatched; 0 for none).
+void attention_half(Tally& t, std::int64_t queries, std::int64_t keys, std::int64_t hidden, std::int64_t heads,
+                    bool qkv_bias, AttentionMode attention, std::int64_t bias_elements) {
+  const ScalarType c = t.compute(), f32 = c10::kFloat;
+  const std::int64_t tc = queries * hidden;
+  linear_after_norm(t, 3 * hidden * hidden + (qkv_bias ? 3 * hidden : 0), tc);
   if (resolve_attention(attention) == AttentionMode::kSdpa) {
     t.keep(3 * tc, c);                // qkv: q, k, v are views of it
     t.keep(tc, c);                    // the attention output
-    t.keep(heads * tokens, f32);      // its log-sum-exp
+    t.keep(heads * queries, f32);     // its log-sum-exp
+    t.keep_unbatched(bias_elements, c);
   } else {
     t.keep(3 * tc, c);                // matmul's contiguous copies of q * scale, k^T and v
-    t.keep(heads * tokens * tokens, f32);  // softmax output
-    if (t.autocast()) t.keep(heads * tokens * tokens, c);  // its cast for the second matmul
+    t.keep(heads * queries * keys, f32);  // softmax output
+    if (t.autocast()) t.keep(heads * queries * keys, c);  // its cast for the second matmul
   }
-  t.keep(tc, c);                      // [B, L, C] copy the projection reads
+  t.keep(tc, c);                      // [tokens, C] copy the projection reads
   t.matmul_layer(hidden * hidden + hidden, tc, c);
-  t.keep(tc, f32);                    // x + attention: the second norm's input
-  t.layer_norm(tokens);
-  linear_input(hidden * mlp + mlp, tc);
-  t.keep(2 * tokens * mlp, c);        // fc1 output (GELU's input) and GELU's output (fc2's)
-  t.matmul_layer(mlp * hidden + hidden, tokens * mlp, c);
-  t.keep(tc, f32);                    // the block's output
+}
+
+// x + attention, then the pre-norm MLP and its residual add; both sums in the stream's dtype.
+void mlp_half(Tally& t, std::int64_t tokens, std::int64_t hidden, std::int64_t mlp, ScalarType stream) {
+  const std::int64_t tc = tokens * hidden;
+  t.keep(tc, stream);                 // x + attention: the second norm's input
+  pre_norm(t, tokens, hidden, stream);
+  linear_after_norm(t, hidden * mlp + mlp, tc);
+  t.keep(2 * tokens * mlp, t.compute());  // fc1 output (GELU's input) and GELU's output (fc2's)
+  t.matmul_layer(mlp * hidden + hidden, tokens * mlp, t.compute());
+  t.keep(tc, stream);                 // the block's output
+}
+
+// One pre-norm transformer block on `tokens` x `hidden` float32 tokens (UNETR's ViT).
+void transformer_block(Tally& t, std::int64_t tokens, std::int64_t hidden, std::int64_t mlp, std::int64_t heads,
+                       bool qkv_bias, AttentionMode attention) {
+  pre_norm(t, tokens, hidden, c10::kFloat);
+  attention_half(t, tokens, tokens, hidden, heads, qkv_bias, attention, 0);
+  mlp_half(t, tokens, hidden, mlp, c10::kFloat);
 }
 
 ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::int64_t>& shape, ScalarType c,
@@ -257,9 +297,7 @@ ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::i
       t.keep(out * v, t.compute());
       continue;
     }
-    t.matmul_layer(conv_weights(in, out, 2, false), in * (v >> 3), d == 5 ? c10::kFloat : t.compute());
-    t.keep(2 * out * v, t.compute());  // the concatenation with the skip
-    block(2 * out, out, v, t.compute());
+    up_block(t, in, out, v, d == 5 ? c10::kFloat : t.compute(), t.compute(), o.res_block());
   }
   t.block("out");
   t.matmul_layer(conv_weights(f, k, 1, true), f * voxels, t.compute());
@@ -269,6 +307,113 @@ ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::i
 
 }  // namespace
 
+std::int64_t product(const Size3& s) { return s[0] * s[1] * s[2]; }
+
+// One stage of the Swin encoder on a `size` grid of `dim` channels in the stream's dtype (the
+// compute dtype: convolution and linear outputs and their sums), its blocks and patch merging.
+// A shifted stage's attention mask [windows, n, n] (float32) is made on the first forward and then
+// cached by the module; it is charged here, as the tracker's largest step (the first) sees it.
+void swin_stage(Tally& t, const SwinUNETROptions& o, std::size_t stage, const Size3& size, std::int64_t dim,
+                bool main, bool rest) {
+  const ScalarType c = t.compute();
+  const std::int64_t w = o.window_size(), tokens = product(size), mlp = static_cast<std::int64_t>(dim * o.mlp_ratio());
+  const auto [window, shift] = window_and_shift(size, {w, w, w}, {w / 2, w / 2, w / 2});
+  Size3 padded;
+  for (int i = 0; i < 3; ++i) padded[i] = (size[i] + window[i] - 1) / window[i] * window[i];
+  const std::int64_t n = product(window), windows = product(padded) / n, heads = o.num_heads()[stage];
+  const bool shifts = shift[0] > 0 || shift[1] > 0 || shift[2] > 0;
+  if (shifts) t.keep_unbatched(windows * n * n, c10::kFloat);
+  for (std::int64_t b = 0; b < o.depths()[stage]; ++b) {
+    if (main) {
+      t.keep(tokens * dim, c);
+      continue;
+    }
+    const bool masked = shifts && b % 2 == 1;
+    pre_norm(t, tokens, dim, c);
+    // The relative-position index of a shrunken window is a copy of part of the full one's.
+    if (n < w * w * w) t.keep_unbatched(n * n, c10::kLong);
+    attention_half(t, product(padded), n, dim, heads, o.qkv_bias(), o.attention(),
+                   (masked ? windows : 1) * heads * n * n);
+    mlp_half(t, tokens, dim, mlp, c);
+  }
+  if (rest) {
+    t.keep(tokens * dim / 4, c);
+    return;
+  }
+  // Patch merging: the 8-way concatenation (float32 as the norm saves it: autocast casts it), the
+  // norm's output, and the reduction's [tokens / 8, 2 dim] output.
+  t.keep(tokens * dim, c10::kFloat);
+  t.layer_norm(tokens / 8);
+  linear_after_norm(t, 8 * dim * 2 * dim, tokens * dim);
+}
+
+ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vector<std::int64_t>& shape,
+                                       ScalarType c, CheckpointMode mode) {
+  const auto& o = net.options();
+  if (o.use_v2()) throw UnsupportedError("no analytic memory model for swin_unetr with use_v2");
+  Tally t(c, shape[0]);
+  const ScalarType f32 = c10::kFloat;
+  const bool main = checkpoints(mode, true), rest = checkpoints(mode, false);
+  const std::int64_t f = o.feature_size(), voxels = shape[2] * shape[3] * shape[4];
+  const auto at = [&](int halvings) { return voxels >> (3 * halvings); };
+  t.block("swin_vit");
+  t.matmul_layer(conv_weights(o.in_channels(), f, 2, true), o.in_channels() * voxels, f32);
+  t.keep(f * at(1), c);  // the patch embedding: stage 0's input and the first hidden state
+  // The hidden states: layer-normed over channels (float32; a half input is cast and the cast
+  // saved) and made contiguous for the decoder, a float32 copy. Without normalize, the stages'
+  // outputs are copied as they are. A merging output nothing else keeps is the norm's input.
+  const auto hidden = [&](std::int64_t elements, std::int64_t channels, bool merged) {
+    if (!o.normalize()) {
+      if (merged) t.keep(elements, c);
+      return c;
+    }
+    if (t.autocast()) t.keep(elements, f32);
+    else if (merged && !rest) t.keep(elements, c);
+    t.layer_norm(elements / channels);
+    t.keep(elements, f32);
+    return f32;
+  };
+  std::vector<ScalarType> dtypes = {hidden(f * at(1), f, false)};
+  for (std::size_t s = 0; s < 4; ++s) {
+    const std::int64_t dim = f << s;
+    if (s > 0) t.keep(dim * at(1 + static_cast<int>(s)), c);  // the stage's contiguous input
+    const std::int64_t side = 1 + static_cast<std::int64_t>(s);
+    const Size3 size = {shape[2] >> side, shape[3] >> side, shape[4] >> side};
+    swin_stage(t, o, s, size, dim, main, rest);
+    dtypes.push_back(hidden(2 * dim * at(2 + static_cast<int>(s)), 2 * dim, true));
+  }
+  const auto block = [&](const char* name, std::int64_t in, std::int64_t out, std::int64_t v, ScalarType dt) {
+    t.block(name);
+    if (rest) {
+      t.keep(out * v, c);
+      return c;
+    }
+    return unet_block(t, in, out, v, dt, true);
+  };
+  const ScalarType e0 = block("encoder1", o.in_channels(), f, voxels, f32);
+  const ScalarType e1 = block("encoder2", f, f, at(1), dtypes[0]);
+  const ScalarType e2 = block("encoder3", 2 * f, 2 * f, at(2), dtypes[1]);
+  const ScalarType e3 = block("encoder4", 4 * f, 4 * f, at(3), dtypes[2]);
+  ScalarType dec = block("encoder10", 16 * f, 16 * f, at(5), dtypes[4]);
+  const struct {
+    const char* name;
+    std::int64_t in, out;
+    int level;
+    ScalarType skip;
+  } ups[] = {{"decoder5", 16 * f, 8 * f, 4, dtypes[3]}, {"decoder4", 8 * f, 4 * f, 3, e3},
+             {"decoder3", 4 * f, 2 * f, 2, e2},        {"decoder2", 2 * f, f, 1, e1},
+             {"decoder1", f, f, 0, e0}};
+  for (const auto& up : ups) {
+    t.block(up.name);
+    if (rest) t.keep(up.out * at(up.level), c);
+    else dec = up_block(t, up.in, up.out, at(up.level), dec, up.skip, true);
+  }
+  t.block("out");
+  t.matmul_layer(conv_weights(f, o.num_classes(), 1, true), f * voxels, dec);
+  t.output(o.num_classes() * voxels, c);
+  return t.finish();
+}
+
 namespace {
 
 ActivationEstimate walk(const NetworkImpl& net, const std::vector<std::int64_t>& shape, ScalarType compute,
@@ -277,7 +422,9 @@ ActivationEstimate walk(const NetworkImpl& net, const std::vector<std::int64_t>&
     return estimate_unet3d(*unet, shape, compute, override_mode.value_or(unet->options().checkpoint()));
   if (const auto* unetr = dynamic_cast<const UNETRImpl*>(&net))
     return estimate_unetr(*unetr, shape, compute, override_mode.value_or(unetr->options().checkpoint()));
-  throw UnsupportedError("no analytic memory model for this network (unet3d and unetr have one)");
+  if (const auto* swin = dynamic_cast<const SwinUNETRImpl*>(&net))
+    return estimate_swin_unetr(*swin, shape, compute, override_mode.value_or(swin->options().checkpoint()));
+  throw UnsupportedError("no analytic memory model for this network (unet3d, unetr and swin_unetr have one)");
 }
 
 }  // namespace

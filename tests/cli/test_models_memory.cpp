@@ -63,7 +63,7 @@ TEST(ModelsMemory, BadUsageIsOneLineNamingTheOption) {
       {"models --memory", "--memory needs --model", 2},
       {"models --model unet3d --memory --precision fp8", "fp8", 2},
       {"models --model unet3d --memory --measure --device cpu --precision fp16", "--precision fp16", 2},
-      {"models --model swin_unetr --memory", "no analytic memory model", 2},
+      {"models --model resnet50 --memory", "no analytic memory model", 2},
   };
   for (const auto& c : cases) {
     const auto r = test::run_voxfit(c.args);

@@ -15,16 +15,22 @@
 // - instance norm (ATen: batch_norm over [1, B*C, ...]): saves its input, and per (sample, channel)
 //   a float32 mean and inverse std; affine: the weight repeated per sample (float32; the repeated
 //   bias is not saved); the output is a new tensor of the input's dtype (no autocast rule applies).
-// - layer norm: autocast runs it in float32: saves its input and per row a float32 mean and rstd;
-//   output float32 (cast again to `c` by the linear that reads it).
+// - layer norm: autocast runs it in float32 (a half input is cast first, and the cast is what it
+//   saves): saves its input and per row a float32 mean and rstd; output float32 (cast again to
+//   `c` by the linear that reads it).
 // - leaky ReLU / ReLU after a norm or residual add: in place, saves its output (no new tensor).
 // - GELU: saves its input; output new (`c`).
 // - add / cat / view / permute: save nothing; cat and add outputs are new tensors (a float32 and a
 //   half operand make float32), a contiguous copy of a permuted tensor is a new tensor.
 // - math attention: saves the scaled queries, the keys and values (views of the qkv output, which
 //   therefore stays), the softmax output (float32 under autocast: softmax is on its float32 list)
-//   and the output copy [B, L, C] the projection reads. (SDPA: predicted like math; a fused kernel
-//   keeps less.)
+//   and the output copy [B, L, C] the projection reads; Swin windows attend within n tokens, so
+//   the softmax output is [windows, heads, n, n]. SDPA (LibTorch 2.x): q, k, v (views of the qkv
+//   output, which stays), the output, its log-sum-exp, and an additive bias in `c` (Swin's relative
+//   position bias plus the shift mask, one copy for all samples).
+// - Swin: the shifted-window masks (float32 [windows, n, n]) are made by the first forward and
+//   cached by the module; they are charged to swin_vit, as the tracker's largest step (the first)
+//   sees them. The residual stream is in `c` (UNETR's is float32: its position embedding is).
 // - checkpointed blocks keep only their outputs (the input is the block before's).
 #include <c10/core/ScalarType.h>
 
@@ -71,7 +77,7 @@ struct ActivationEstimate {
 
 /// The saved activations of a training forward of `net` (training mode, its own checkpointing) on
 /// an input of `input_shape` ([B, C, D, H, W]) under autocast to `compute` (kFloat: no autocast).
-/// Throws UnsupportedError for networks without an analytic model (the 2D classifiers) and
+/// Throws UnsupportedError for networks without an analytic model (the 2D classifiers, SwinUNETR-v2) and
 /// ModelError for an input the network does not accept.
 ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
                                         c10::ScalarType compute = c10::kFloat);
