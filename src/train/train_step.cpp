@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <cstdio>
+#include <string>
+
 #include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/torch_compat.h"
@@ -68,7 +71,10 @@ StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t
     ++eager_steps_;
     return compute(batch, lr, nullptr);
   }
-  if (!graph_) capture(batch, lr);
+  if (!graph_ && !capture(batch, lr)) {
+    ++eager_steps_;
+    return compute(batch, lr, nullptr);
+  }
   torch::NoGradGuard no_grad;
   graph_batch_.image.copy_(batch.image, /*non_blocking=*/true);
   graph_batch_.label.copy_(batch.label, /*non_blocking=*/true);
@@ -83,7 +89,7 @@ bool TrainStep::use_graph(const data::Batch& batch) const {
     return batch.image.sizes() == graph_batch_.image.sizes() && batch.image.strides() == graph_batch_.image.strides() &&
            batch.label.sizes() == graph_batch_.label.sizes();
 #if defined(VOXFIT_WITH_CUDA)
-  return options_.cuda_graph && device_.is_cuda() && sync_ == nullptr && optimizer_.capturable() &&
+  return options_.cuda_graph && !graph_failed_ && device_.is_cuda() && sync_ == nullptr && optimizer_.capturable() &&
          eager_steps_ >= options_.graph_warmup_steps;
 #else
   (void)batch;
@@ -91,7 +97,7 @@ bool TrainStep::use_graph(const data::Batch& batch) const {
 #endif
 }
 
-void TrainStep::capture(const data::Batch& batch, double lr) {
+bool TrainStep::capture(const data::Batch& batch, double lr) {
 #if defined(VOXFIT_WITH_CUDA)
   // Static buffers the graph reads; run() copies each step's batch and learning rate into them.
   graph_batch_ = data::Batch{batch.image.clone(at::MemoryFormat::Preserve), batch.label.clone()};
@@ -104,14 +110,22 @@ void TrainStep::capture(const data::Batch& batch, double lr) {
   try {
     graph_ = core::capture_step([this] { graph_out_ = compute(graph_batch_, 0.0, &graph_lr_); }, device_.index(),
                                 /*warmup_runs=*/0, /*release_cached=*/true, /*other_threads_free=*/true);
-  } catch (...) {
-    core::set_block_observer(observer);
-    throw;
+  } catch (const c10::Error& e) {
+    // Something in the step cannot be captured. Nothing of the capture executed, but the gradients
+    // it allocated are attached to the parameters: drop them and train eagerly from here on.
+    graph_.reset();
+    graph_failed_ = true;
+    optimizer_.zero_grad();
+    const std::string what = e.what_without_backtrace();
+    std::fprintf(stderr, "voxfit: --cuda-graph: the training step could not be captured (%s); it runs eagerly\n",
+                 what.substr(0, what.find('\n')).c_str());
   }
   core::set_block_observer(observer);
+  return graph_ != nullptr;
 #else
   (void)batch;
   (void)lr;
+  return false;
 #endif
 }
 

@@ -80,7 +80,8 @@ class TrainStep {
   StepOutput compute(const data::Batch& batch, double lr, const torch::Tensor* lr_on_device);
   /// Whether this step should replay (capturing first, where due) a CUDA graph.
   bool use_graph(const data::Batch& batch) const;
-  void capture(const data::Batch& batch, double lr);
+  /// Records the graph; false (steps stay eager, one line on stderr says why) if it cannot be.
+  bool capture(const data::Batch& batch, double lr);
 
   models::Network network_;
   torch::Device device_;
@@ -95,6 +96,7 @@ class TrainStep {
   torch::Tensor graph_lr_;
   StepOutput graph_out_;
   std::int64_t eager_steps_ = 0;
+  bool graph_failed_ = false;
 };
 
 /// Checks that `precision` can run on `device` (fp16 autocast needs CUDA: LibTorch's CPU autocast
