@@ -120,7 +120,9 @@ Outputs run(const Case& c, const torch::Tensor& x0, const torch::Tensor& w0, con
   if (c.residual) r = r0.to(dtype).contiguous(format).detach().requires_grad_(true);
   NormActSpec spec;
   spec.act = c.act;
-  if (fused) EXPECT_TRUE(fused_instance_norm_applies(x, w, r)) << describe(c);
+  if (fused) {
+    EXPECT_TRUE(fused_instance_norm_applies(x, w, r)) << describe(c);
+  }
   auto y = instance_norm_act(x, w, b, r, spec);
   (y.to(torch::kDouble) * g0).sum().backward();
   Outputs o;
