@@ -53,6 +53,15 @@ std::string write_breakdown_bars(const std::vector<std::pair<std::string, json>>
     }
     rows.push_back(std::move(row));
   }
+  // What is not a block stacks on top in a fixed order, headroom last, also where one bar's peak
+  // came before a block that another bar has (a forward peak at batch 1, say).
+  const std::vector<std::string> top = {"other activations", "workspace", "fragmentation", "headroom"};
+  std::stable_partition(columns.begin(), columns.end(),
+                        [&](const std::string& c) { return std::find(top.begin(), top.end(), c) == top.end(); });
+  std::sort(std::find_first_of(columns.begin(), columns.end(), top.begin(), top.end()), columns.end(),
+            [&](const std::string& a, const std::string& b) {
+              return std::find(top.begin(), top.end(), a) < std::find(top.begin(), top.end(), b);
+            });
   std::ostringstream dat;
   dat << "bar";
   for (const auto& c : columns) dat << "\t\"" << c << "\"";
@@ -67,8 +76,11 @@ std::string write_breakdown_bars(const std::vector<std::pair<std::string, json>>
   std::ostringstream gp;
   gp << "set title " << gp_quoted(title) << "\nset ylabel 'GiB'\nset key outside right\nset grid ytics\n"
      << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
+     // gnuplot's default line types repeat after eight: a 20-colour palette keeps neighbours apart.
+     << "colors = '#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf "
+     << "#aec7e8 #ffbb78 #98df8a #ff9896 #c5b0d5 #c49c94 #f7b6d2 #c7c7c7 #dbdb8d #9edae5'\n"
      << "set boxwidth 0.6\nplot for [c=2:" << columns.size() + 1 << "] '" << data.string()
-     << "' using c:xtic(1) title columnheader(c)\n";
+     << "' using c:xtic(1) title columnheader(c) lc rgb word(colors, (c - 2) % 20 + 1)\n";
   return run_gnuplot(png, gp.str());
 }
 
