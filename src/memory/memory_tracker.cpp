@@ -86,16 +86,7 @@ std::uint64_t total_bytes(const DtypeBytes& bytes) {
   return n;
 }
 
-std::uint64_t storage_bytes(const std::vector<at::Tensor>& tensors) {
-  std::unordered_set<const void*> seen;
-  std::uint64_t total = 0;
-  for (const auto& t : tensors) {
-    if (!t.defined() || !t.has_storage()) continue;
-    const auto& storage = t.storage();
-    if (seen.insert(storage.unsafeGetStorageImpl()).second) total += storage.nbytes();
-  }
-  return total;
-}
+std::uint64_t storage_bytes(const std::vector<at::Tensor>& tensors) { return total_bytes(bytes_by_dtype(tensors)); }
 
 MemoryTracker::MemoryTracker(const c10::Device& device) : device_(device) {
   if (device_.is_cuda()) {
