@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -18,6 +19,23 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+// A Markdown table with a row per card and a column per profile, each cell `cell` of that card's
+// prediction for that profile.
+void card_table(std::ostream& md, const std::vector<ProfilePredictions>& predictions, const char* align,
+                const std::function<std::string(const CardPrediction&)>& cell) {
+  md << "| card |";
+  for (const auto& p : predictions) md << " " << p.profile.label() << " |";
+  md << "\n|---|";
+  for (std::size_t i = 0; i < predictions.size(); ++i) md << align << "|";
+  md << "\n";
+  if (predictions.empty()) return;
+  for (std::size_t c = 0; c < predictions.front().cards.size(); ++c) {
+    md << "| " << predictions.front().cards[c].card << " |";
+    for (const auto& p : predictions) md << " " << cell(p.cards[c]) << " |";
+    md << "\n";
+  }
 }
 
 std::string patch_text(const std::vector<std::int64_t>& input_shape) {
@@ -138,37 +156,18 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
         "exceed the card's smaller L2; kernel latency "
      << fixed(k.kernel_latency_us, 1) << " us kept; launch and host time kept from the profile. Constants:";
   for (const auto& [name, value] : free_parameters(k)) md << " " << name << " = " << fixed(value, 3) << ";";
-  md << "\n\n| card |";
-  for (const auto& p : predictions) md << " " << p.profile.label() << " |";
-  md << "\n|---|";
-  for (std::size_t i = 0; i < predictions.size(); ++i) md << "---:|";
-  md << "\n";
-  if (!predictions.empty())
-    for (std::size_t c = 0; c < predictions.front().cards.size(); ++c) {
-      md << "| " << predictions.front().cards[c].card << " |";
-      for (const auto& p : predictions) md << " " << fixed(p.cards[c].samples_per_s, 1) << " |";
-      md << "\n";
-    }
+  md << "\n\n";
+  card_table(md, predictions, "---:", [](const CardPrediction& x) { return fixed(x.samples_per_s, 1); });
   md << "\n## Where the time goes\n\nPer card and profile: the share of the predicted step that is compute-bound "
         "(kernels above the card's ridge point, at the sustained rate), memory-bound (below it, and copies) and "
         "latency-bound (time beyond the profiled GPU's roofline, scaled by SMs x clock, and the launch and host time "
         "kept), as compute / memory / latency %; then the unit the profile's main arithmetic runs on and its sustained "
-        "TFLOP/s (* where power-limited below the datasheet peak).\n\n| card |";
-  for (const auto& p : predictions) md << " " << p.profile.label() << " |";
-  md << "\n|---|";
-  for (std::size_t i = 0; i < predictions.size(); ++i) md << "---|";
-  md << "\n";
-  if (!predictions.empty())
-    for (std::size_t c = 0; c < predictions.front().cards.size(); ++c) {
-      md << "| " << predictions.front().cards[c].card << " |";
-      for (const auto& p : predictions) {
-        const CardPrediction& x = p.cards[c];
-        md << " " << fixed(100 * x.compute_share(), 0) << " / " << fixed(100 * x.memory_share(), 0) << " / "
-           << fixed(100 * x.latency_share(), 0) << " % " << to_string(x.main_unit) << " "
-           << fixed(x.main_unit_flops * 1e-12, x.main_unit_flops < 1e12 ? 2 : 1) << (x.power_limited ? "*" : "") << " |";
-      }
-      md << "\n";
-    }
+        "TFLOP/s (* where power-limited below the datasheet peak).\n\n";
+  card_table(md, predictions, "---", [](const CardPrediction& x) {
+    return fixed(100 * x.compute_share(), 0) + " / " + fixed(100 * x.memory_share(), 0) + " / " +
+           fixed(100 * x.latency_share(), 0) + " % " + to_string(x.main_unit) + " " +
+           fixed(x.main_unit_flops * 1e-12, x.main_unit_flops < 1e12 ? 2 : 1) + (x.power_limited ? "*" : "");
+  });
   md << "\nProfiles:";
   for (const auto& p : predictions)
     md << " " << p.profile.label() << " on " << p.profile.device_name << " (" << p.source_card << "): measured "
