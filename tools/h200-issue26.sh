@@ -7,7 +7,7 @@
 #   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
 #   PEER_SEG "model:batches ..." (default unetr:1,2,4); PEER_REF "model:precision ..." (timm)
 #   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"
-#   KERNEL_SPECS "model|batches|variants;..." (tools/h200-kernels.sh's VARIANTS)
+#   KERNEL_SPECS "model|batches|variants[|extra train options];..." (tools/h200-kernels.sh's VARIANTS)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/voxfit-issue26}
@@ -46,9 +46,10 @@ if has kernels; then
   stamp kernels
   IFS=';' read -ra specs <<<"${KERNEL_SPECS:-unetr|1 2 4|aten fused fused+graph;swin_unetr|1 2 4|aten fused+graph;unet3d|2|aten fused+graph fused+graph+cl}"
   for spec in "${specs[@]}"; do
-    IFS='|' read -r m b v <<<"$spec"
-    OUT=$logs/k_$m MODELS=$m BATCHES=$b VARIANTS=$v TESTS=0 bash tools/h200-kernels.sh >/dev/null 2>&1
-    { echo; echo "## throughput $m"; cat "$logs/k_$m/kernels.md"; } >>"$summary"
+    IFS='|' read -r m b v extra <<<"$spec"
+    tag=$m${extra:+_$(tr -cs 'a-z0-9' '_' <<<"$extra" | sed 's/_*$//')}
+    OUT=$logs/k_$tag MODELS=$m BATCHES=$b VARIANTS=$v TRAIN_ARGS=$extra TESTS=0 bash tools/h200-kernels.sh >/dev/null 2>&1
+    { echo; echo "## throughput $m $extra"; cat "$logs/k_$tag/kernels.md"; } >>"$summary"
   done
 fi
 

@@ -7,6 +7,7 @@
 #   MODELS   default "unetr"; BATCHES default "1 2 4"; STEPS default 40
 #   VARIANTS default "aten fused fused+graph": words joined by '+': fused (--kernels fused, else
 #            aten), graph (--cuda-graph on, else off), cl (--channels-last)
+#   TRAIN_ARGS extra `voxfit train` options for every run (e.g. "--deep-supervision false")
 #   TESTS    1 (default) runs the kernel tests first
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -35,7 +36,7 @@ for m in ${MODELS:-unetr}; do
       run="$work/k_${m}_${b}_$v"
       rm -rf "$run"
       "$vf" train --dataset "$work/cache" --model "$m" --batch "$b" --precision fp16 --steps "${STEPS:-40}" \
-        --log-every 10 --loader-threads 12 "${args[@]}" --output "$run" >"$out/train_${m}_${b}_$v.log" 2>&1 ||
+        --log-every 10 --loader-threads 12 "${args[@]}" ${TRAIN_ARGS:-} --output "$run" >"$out/train_${m}_${b}_$v.log" 2>&1 ||
         tail -2 "$out/train_${m}_${b}_$v.log"
       line=$(grep '^trained ' "$out/train_${m}_${b}_$v.log")
       sps=$(sed -nE 's/.* median ([0-9.]+) samples\/s.*/\1/p' <<<"$line")

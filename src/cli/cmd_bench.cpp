@@ -98,7 +98,8 @@ int cmd_bench(const Args& args) {
   o.cudnn_benchmark = parse_on_off(vm["cudnn-benchmark"].as<std::string>(), "--cudnn-benchmark");
   o.channels_last = parse_auto_on_off(vm["channels-last"].as<std::string>(), "channels-last");
   o.cuda_graph = parse_on_off(vm["cuda-graph"].as<std::string>(), "--cuda-graph");
-  o.fold_batch_norm = kernels::kernel_mode() == kernels::KernelMode::kFused;
+  // Folding is an inference rewrite of the fused path: on the CPU bench keeps the reference network.
+  o.fold_batch_norm = kernels::kernel_mode() == kernels::KernelMode::kFused && o.device.is_cuda();
   o.attention = models::parse_attention(vm["attention"].as<std::string>(), kWhere + "--attention");
   bench::validate(o);
   const std::string reference_file = vm["reference"].as<std::string>();

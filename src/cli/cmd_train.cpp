@@ -105,10 +105,10 @@ int cmd_train(const Args& args) {
       ("stop-after", po::value<int64_t>()->default_value(0)->value_name("N"),
        "stop after step N with a checkpoint, to be continued with --resume")
       ("resume", po::bool_switch(), "continue RUN_DIR/last.pt")
-      ("cuda-graph", po::value<std::string>()->default_value("off")->value_name("on|off"),
+      ("cuda-graph", po::value<std::string>()->default_value("on")->value_name("on|off"),
        "on a CUDA GPU, replay the whole training step (forward, backward, loss scaling, AdamW) as one "
-       "CUDA graph after 3 eager steps (fused AdamW, one process; SGD and data-parallel runs stay eager; "
-       "off by default until verified on a GPU)")
+       "CUDA graph after 3 eager steps (fused AdamW on LibTorch >= 2.2, one process; CPU, SGD and "
+       "data-parallel runs stay eager)")
       ("nproc", po::value<int>()->default_value(0)->value_name("N"),
        "data-parallel training on N local processes, one per GPU (cuda:0..N-1; Gloo on --device cpu); "
        "--batch is per process. Under torchrun or srun, leave it out: RANK/WORLD_SIZE or SLURM_PROCID/"

@@ -99,10 +99,11 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
       "config", po::value<std::string>()->value_name("FILE.ini"),
       "read options from an .ini file (the command line wins)")(
       "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp)(
-      "kernels", po::value<std::string>()->default_value("aten")->value_name("MODE"),
-      "aten: LibTorch's own operators, the reference path; fused: voxfit's CUDA kernels where they "
-      "apply (instance norm + activation + residual on CUDA tensors of a CUDA build; not yet "
-      "verified on a GPU, hence not the default)");
+      "kernels", po::value<std::string>()->default_value("fused")->value_name("MODE"),
+      "fused: voxfit's CUDA kernels where they apply (instance norm + activation + residual on CUDA "
+      "tensors of a CUDA build; batch norm folded into cuDNN's fused convolution + bias + ReLU for "
+      "CUDA inference), LibTorch's operators elsewhere; aten: LibTorch's operators everywhere, the "
+      "reference path");
   po::options_description visible;
   visible.add(spec.options).add(generic);
   po::options_description all;

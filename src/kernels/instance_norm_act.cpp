@@ -15,7 +15,7 @@ namespace voxfit::kernels {
 namespace {
 // The fused kernels become the default once their tests and the training-curve comparison have
 // passed on a GPU (issue 26); until then they are opt-in.
-std::atomic<KernelMode> g_mode{KernelMode::kAten};
+std::atomic<KernelMode> g_mode{KernelMode::kFused};
 }  // namespace
 
 KernelMode parse_kernel_mode(const std::string& text, const std::string& what) {

@@ -15,7 +15,8 @@ enum class KernelMode { kAten, kFused };
 KernelMode parse_kernel_mode(const std::string& text, const std::string& what = "--kernels");
 std::string to_string(KernelMode mode);
 
-/// The process-wide choice (as torch.backends.cudnn.enabled is): kAten unless set.
+/// The process-wide choice (as torch.backends.cudnn.enabled is): kFused unless set (it falls back to
+/// ATen wherever the fused kernels do not apply, so on the CPU both modes run the same operators).
 KernelMode kernel_mode();
 void set_kernel_mode(KernelMode mode);
 
