@@ -6,7 +6,8 @@
 #   VOXFIT_CUDA_TORCH   torch version of the wheel (default 2.11.0, the GPU machine's)
 #   VOXFIT_CUDA_TARGETS targets to build (default voxfit_cli: every library of voxfit, i.e. all its
 #                       code; the executable does not link here, as pip's torch also needs the
-#                       cuSPARSELt and NVSHMEM wheels)
+#                       cuSPARSELt and NVSHMEM wheels); then the test files with CUDA-only code
+#                       are compiled (not linked)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvcc >/dev/null 2>&1; then
@@ -28,10 +29,23 @@ if [ ! -f "$torch_dir/share/cmake/Torch/TorchConfig.cmake" ]; then
 fi
 # Debian's CPU LibTorch in /usr/lib would otherwise win TorchConfig's find_library for libtorch
 # and libc10.
-cmake -S . -B build-cuda-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOXFIT_BUILD_TESTS=OFF \
+cmake -S . -B build-cuda-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOXFIT_BUILD_TESTS=ON -DVOXFIT_UNITY_TESTS=OFF \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DCMAKE_PREFIX_PATH="$torch_dir/share/cmake" -DTORCH_LIBRARY="$torch_dir/lib/libtorch.so" \
   -Dc10_LIBRARY="$torch_dir/lib/libc10.so" -DCMAKE_CUDA_ARCHITECTURES="80;90" >build-cuda-check.log 2>&1 ||
   { tail -20 build-cuda-check.log; exit 1; }
 # shellcheck disable=SC2086
 cmake --build build-cuda-check -j"$(nproc)" --target ${VOXFIT_CUDA_TARGETS:-voxfit_cli}
+# The tests' CUDA-only code (#if VOXFIT_WITH_CUDA): each such file compiled with its own command
+# from compile_commands.json, not linked (a test target would first link the executable).
+python3 - build-cuda-check/compile_commands.json $(grep -rl "VOXFIT_WITH_CUDA" tests --include='*.cpp') <<'PY'
+import json, shlex, subprocess, sys
+entries = {e["file"]: e for e in json.load(open(sys.argv[1]))}
+for f in sys.argv[2:]:
+    e = next(e for path, e in entries.items() if path.endswith("/" + f))
+    args = shlex.split(e["command"])
+    args[args.index("-o") + 1] = "/dev/null"
+    print(f"cuda-compile-check: {f}", flush=True)
+    subprocess.run(args, cwd=e["directory"], check=True)
+PY
 echo "cuda-compile-check: torch $version, nvcc $(nvcc --version | sed -nE 's/.*release ([0-9.]+).*/\1/p'): compiled in $(( $(date +%s) - start )) s"

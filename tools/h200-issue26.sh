@@ -6,7 +6,8 @@
 # $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last).
 #   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
 #   PEER_SEG "model:batches ..." (default unetr:1,2,4); PEER_REF "model:precision ..." (timm)
-#   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"
+#   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"; PROFILE_ARGS extra `cards profile`
+#            options of the segmentation profiles (e.g. "--channels-last on --cuda-graph off")
 #   KERNEL_SPECS "model|batches|variants[|extra train options];..." (tools/h200-kernels.sh's VARIANTS)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -88,7 +89,7 @@ if has profile; then
     case $p in
       resnet50_f16) args=(--model resnet50 --precision float16 --batch 64) ;;
       *) args=(--model "${p%_b*}" --precision fp16 --train --batch "${p##*_b}" --patch 96 --warmup-steps 5
-               --timed-steps 10 --profiled-steps 3 --kernels "${KERNELS:-fused}") ;;
+               --timed-steps 10 --profiled-steps 3 --kernels "${KERNELS:-fused}" ${PROFILE_ARGS:-}) ;;
     esac
     "$vf" cards profile "${args[@]}" --output "$logs/prof_$p.json" >"$logs/prof_$p.log" 2>&1 ||
       tail -3 "$logs/prof_$p.log"

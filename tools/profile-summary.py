@@ -30,6 +30,8 @@ def main():
         flops = sum(k["flops"] for k in p["kernels"])  # the profile's kernels are per step
         wall = p["wall_s_per_step"]
         kind = "training step" if p["train"] else "inference"
+        if p.get("cuda_graph"): kind += " replayed as a CUDA graph (kernels from eager steps)"
+        if p.get("channels_last"): kind += ", channels-last"
         print(f"### {p['model']} {p['precision']} {kind}, batch {p['batch']} ({p['device_name']}, LibTorch {p['torch_version']})")
         print()
         print(f"- wall {wall * 1e3:.2f} ms a step ({p['samples_per_s']:.1f} samples/s), of which GPU kernels "

@@ -68,6 +68,7 @@ json to_json(const KernelProfile& p) {
           {"tf32_matmul", p.tf32_matmul},
           {"tf32_cudnn", p.tf32_cudnn},
           {"channels_last", p.channels_last},
+          {"cuda_graph", p.cuda_graph},
           {"attention", p.attention},
           {"profiled_steps", p.profiled_steps},
           {"wall_s_per_step", p.wall_s_per_step},
@@ -110,6 +111,7 @@ KernelProfile profile_from_json(const json& j, const std::string& where) {
   p.tf32_matmul = field<bool>(j, "tf32_matmul", where);
   p.tf32_cudnn = field<bool>(j, "tf32_cudnn", where);
   p.channels_last = j.value("channels_last", false);
+  p.cuda_graph = j.value("cuda_graph", false);
   p.attention = j.value("attention", "");
   p.profiled_steps = field<std::int64_t>(j, "profiled_steps", where);
   p.wall_s_per_step = field<double>(j, "wall_s_per_step", where);

@@ -9,6 +9,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -50,6 +51,10 @@ struct PreparedStep {
   std::vector<std::int64_t> input_shape;
   std::string precision;
   bool tf32_matmul = false, tf32_cudnn = false, channels_last = false;
+  // Set where the timed steps replay a CUDA graph: called before the profiled steps, it makes
+  // them eager.
+  std::function<void()> before_profile;
+  std::function<bool()> graphed;  ///< whether the timed steps replayed a graph
   // Keeps the network, optimiser and tensors alive as long as `run`.
   std::shared_ptr<void> state;
 };
@@ -126,8 +131,11 @@ PreparedStep prepare_segmentation(const ProfileOptions& o) {
   models::ModelContext ctx = models::find_model(o.model).defaults;
   ctx.patch = o.patch;
   ctx.attention = o.attention;
+  ctx.channels_last = o.channels_last.value_or(false);
   train::StepOptions so;
   so.precision = precision;
+  so.channels_last = ctx.channels_last;
+  so.cuda_graph = o.train && o.cuda_graph;
   struct State {
     std::unique_ptr<train::TrainStep> step;
     data::Batch batch;
@@ -148,10 +156,15 @@ PreparedStep prepare_segmentation(const ProfileOptions& o) {
   step.precision = train::to_string(precision);
   // The train module's math mode: TF32 for matrix products and convolutions only at tf32.
   step.tf32_matmul = step.tf32_cudnn = precision == train::Precision::kTf32;
+  step.channels_last = ctx.channels_last;
   State* st = s.get();
   if (o.train) {
     auto index = std::make_shared<std::int64_t>(0);
     step.run = [st, index] { st->step->run(st->batch, st->step->optimizer().options().lr, (*index)++); };
+    if (so.cuda_graph) {
+      step.before_profile = [st] { st->step->set_cuda_graph(false); };
+      step.graphed = [st] { return st->step->graphed(); };
+    }
   } else {
     st->step->network().eval();
     step.run = [st] {
@@ -234,13 +247,18 @@ KernelProfile profile_model(const ProfileOptions& o) {
   const c10::DeviceGuard guard(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.device)));
   PreparedStep step = is_reference_model(o.model) ? prepare_reference(o) : prepare_segmentation(o);
 
-  for (int i = 0; i < o.warmup_steps; ++i) step.run();
+  // A graphed step captures after its eager warm-up steps (StepOptions::graph_warmup_steps, 3):
+  // keep the capture out of the timed steps.
+  const int warmup = step.graphed ? std::max(o.warmup_steps, train::StepOptions{}.graph_warmup_steps + 2) : o.warmup_steps;
+  for (int i = 0; i < warmup; ++i) step.run();
   synchronize(o.device);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   for (int i = 0; i < o.timed_steps; ++i) step.run();
   synchronize(o.device);
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count() / o.timed_steps;
+  const bool graphed = step.graphed && step.graphed();
+  if (step.before_profile) step.before_profile();
 
   const std::vector<TraceEvent> events = record_trace(
       [&] {
@@ -260,6 +278,7 @@ KernelProfile profile_model(const ProfileOptions& o) {
   p.tf32_matmul = step.tf32_matmul;
   p.tf32_cudnn = step.tf32_cudnn;
   p.channels_last = step.channels_last;
+  p.cuda_graph = graphed;
   p.attention = models::to_string(o.attention);
   p.profiled_steps = o.profiled_steps;
   p.wall_s_per_step = wall;

@@ -52,8 +52,11 @@ void add_profile_options(CommandSpec& spec) {
     ("tf32", po::value<std::string>()->default_value("on")->value_name("on|off"),
      "TF32 float32 matrix products of the reference models (on: PyTorch 1.9's default, as the published cards ran)")
     ("channels-last", po::value<std::string>()->default_value("auto")->value_name("auto|on|off"),
-     "memory layout of the reference models (auto: channels-last for convolutional nets; off: NCHW, "
-     "as timm's benchmark and the published cards ran)");
+     "memory layout (reference models, auto: channels-last for convolutional nets; off: NCHW, as "
+     "timm's benchmark and the published cards ran; segmentation models, auto: off, as in train)")
+    ("cuda-graph", po::value<std::string>()->default_value("on")->value_name("on|off"),
+     "segmentation training: time the step replayed as one CUDA graph, as train runs it (the "
+     "profiled steps stay eager, so kernels keep their operators)");
   // clang-format on
 }
 
@@ -75,6 +78,7 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
   const std::string tf32 = vm["tf32"].as<std::string>();
   if (tf32 != "on" && tf32 != "off") throw ConfigError(where + ": --tf32: expected on or off, got '" + tf32 + "'");
   o.tf32_matmul = tf32 == "on";
+  o.cuda_graph = parse_on_off(vm["cuda-graph"].as<std::string>(), "--cuda-graph");
   const std::string layout = vm["channels-last"].as<std::string>();
   if (layout == "on" || layout == "off")
     o.channels_last = layout == "on";
@@ -85,8 +89,9 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
 
 std::string profile_summary(const cards::KernelProfile& p) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s on %s: %.1f samples/s, %.3f ms a step (kernels %.3f ms in %zu records, other %.3f ms)\n",
+  std::snprintf(buf, sizeof buf, "%s on %s: %.1f samples/s, %.3f ms a step%s (kernels %.3f ms in %zu records, other %.3f ms)\n",
                 p.label().c_str(), p.device_name.c_str(), p.samples_per_s(), p.wall_s_per_step * 1e3,
+                p.cuda_graph ? " replayed as a CUDA graph" : "",
                 p.kernel_s_per_step() * 1e3, p.kernels.size(), p.overhead_s_per_step() * 1e3);
   return buf;
 }

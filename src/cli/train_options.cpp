@@ -30,7 +30,8 @@ void add_device_options(CommandSpec& spec) {
       ("card", po::value<std::string>()->value_name("ID"),
        "train as on this card of data/cards.csv (rtx3090, a40, ...): its CUDA-visible memory")
       ("memory-snapshot", po::value<std::string>()->value_name("FILE"),
-       "CUDA, LibTorch >= 2.1: write the allocator history as a pickle for pytorch.org/memory_viz");
+       "CUDA, LibTorch >= 2.1: write the allocator history as a pickle for pytorch.org/memory_viz "
+       "(at the end of the run, or at the step that ran out of memory)");
   spec.options.add(g);
 }
 

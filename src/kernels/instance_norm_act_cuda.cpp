@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 
+#include "function_args.h"
 #include "instance_norm_act_fused.h"
 #include "instance_norm_launch.h"
 
@@ -69,14 +70,6 @@ ForwardResult run_forward(const torch::Tensor& x, const torch::Tensor& w32, cons
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return r;
 }
-
-// torch::autograd::Function::apply records every tensor argument's device and dtype, which an
-// undefined tensor does not have (LibTorch 2.x throws "tensor does not have a device"). An absent
-// weight, bias or residual therefore travels through apply as an empty tensor.
-torch::Tensor absent_as_empty(const torch::Tensor& t, const torch::Tensor& like) {
-  return t.defined() ? t : torch::empty({0}, like.options());
-}
-torch::Tensor empty_as_absent(const torch::Tensor& t) { return t.numel() > 0 ? t : torch::Tensor(); }
 
 torch::Tensor as_float(const torch::Tensor& t) {
   return t.defined() ? t.to(torch::kFloat).contiguous() : torch::Tensor();

@@ -167,6 +167,8 @@ void MemoryTracker::reset() {
   const std::string device = profile_.device;
   profile_ = MemoryProfile{};
   profile_.device = device;
+  failure_.reset();
+  unwound_block_.clear();
   profile_.baseline_allocated = at_reset_.allocated;
 }
 
@@ -207,6 +209,7 @@ void MemoryTracker::leave_block(const std::string& name) {
   }
   const Reading r = fold_and_restart();  // still inside the block: a peak here is the block's
   block_depth_ = 0;
+  if (std::uncaught_exceptions() > 0 && !failure_) unwound_block_ = name;
   const auto retained = static_cast<std::int64_t>(r.allocated) - static_cast<std::int64_t>(block_start_);
   auto it = std::find_if(profile_.blocks.begin(), profile_.blocks.end(),
                          [&](const BlockMemory& b) { return b.name == name; });
@@ -222,10 +225,14 @@ void MemoryTracker::leave_block(const std::string& name) {
 MemoryTracker::PhaseScope::~PhaseScope() {
   // Only its own phase: `scope.emplace(tracker.phase(next))` opens the next phase before the old
   // scope is destroyed, and must not see it closed again at once.
-  if (tracker_ != nullptr && tracker_->open_ == phase_) tracker_->end_phase();
+  if (tracker_ == nullptr) return;
+  if (std::uncaught_exceptions() > uncaught_ && !tracker_->failure_)
+    tracker_->failure_ = Failure{phase_, phase_ == Phase::Forward ? tracker_->unwound_block_ : std::string()};
+  if (tracker_->open_ == phase_) tracker_->end_phase();
 }
 
-MemoryTracker::PhaseScope::PhaseScope(PhaseScope&& other) noexcept : tracker_(other.tracker_), phase_(other.phase_) {
+MemoryTracker::PhaseScope::PhaseScope(PhaseScope&& other) noexcept
+    : tracker_(other.tracker_), phase_(other.phase_), uncaught_(other.uncaught_) {
   other.tracker_ = nullptr;
 }
 

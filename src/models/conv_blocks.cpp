@@ -6,7 +6,7 @@
 
 namespace voxfit::models {
 
-ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) : act_(o.act()) {
+ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) : act_(o.act()), stride_(o.stride()) {
   check_act_name(act_);
   for (int64_t i = 0; i < o.num_convs(); ++i) {
     const auto n = std::to_string(i);
@@ -18,14 +18,21 @@ ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) : act_(o.act()) {
   }
 }
 
-torch::Tensor ConvStackImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y = x;
-  for (size_t i = 0; i < convs_.size(); ++i)
-    y = apply_norm_act(norms_[i], act_, convs_[i].forward(y));
+torch::Tensor ConvStackImpl::forward(const torch::Tensor& x) { return rest(convs_[0].forward(x)); }
+
+torch::Tensor ConvStackImpl::forward_concat(const torch::Tensor& a, const torch::Tensor& b) {
+  return rest(convs_of_concat(a, b, {{&convs_[0], stride_}})[0]);
+}
+
+torch::Tensor ConvStackImpl::rest(torch::Tensor y) {
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    if (i > 0) y = convs_[i].forward(y);
+    y = apply_norm_act(norms_[i], act_, y);
+  }
   return y;
 }
 
-UnetBlockImpl::UnetBlockImpl(const UnetBlockOptions& o) : residual_(o.residual()) {
+UnetBlockImpl::UnetBlockImpl(const UnetBlockOptions& o) : residual_(o.residual()), stride_(o.stride()) {
   const int d = o.spatial_dims();
   conv1_ = make_conv(d, {o.in(), o.out(), o.kernel(), o.stride(), false, false});
   conv2_ = make_conv(d, {o.out(), o.out(), o.kernel(), 1, false, false});
@@ -45,9 +52,20 @@ UnetBlockImpl::UnetBlockImpl(const UnetBlockOptions& o) : residual_(o.residual()
 }
 
 torch::Tensor UnetBlockImpl::forward(const torch::Tensor& x) {
-  const auto y = apply_norm_act(norm1_, "leakyrelu", conv1_.forward(x));
+  return rest(conv1_.forward(x), project_ ? conv3_.forward(x) : x);
+}
+
+torch::Tensor UnetBlockImpl::forward_concat(const torch::Tensor& a, const torch::Tensor& b) {
+  // An unprojected residual adds the concatenation itself: nothing to save by not keeping it.
+  if (residual_ && !project_) return forward(torch::cat({a, b}, 1));
+  const auto c = convs_of_concat(a, b, {{&conv1_, stride_}, {&conv3_, stride_}});  // conv3_: empty unless projected
+  return rest(c[0], project_ ? c[1] : torch::Tensor());
+}
+
+torch::Tensor UnetBlockImpl::rest(const torch::Tensor& c1, const torch::Tensor& c3) {
+  const auto y = apply_norm_act(norm1_, "leakyrelu", c1);
   if (!residual_) return apply_norm_act(norm2_, "leakyrelu", conv2_.forward(y));
-  const auto shortcut = project_ ? apply_norm_act(norm3_, "none", conv3_.forward(x)) : x;
+  const auto shortcut = project_ ? apply_norm_act(norm3_, "none", c3) : c3;
   return apply_norm_act(norm2_, "leakyrelu", conv2_.forward(y), shortcut);
 }
 
@@ -77,7 +95,7 @@ UnetrUpBlockImpl::UnetrUpBlockImpl(const UnetrUpBlockOptions& o) {
 }
 
 torch::Tensor UnetrUpBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& skip) {
-  return block_->forward(torch::cat({transp_.forward(x), skip}, 1));
+  return block_->forward_concat(transp_.forward(x), skip);
 }
 
 }  // namespace voxfit::models

@@ -13,11 +13,16 @@
 #include <cmath>
 
 #include "voxfit/core/error.h"
+#include "voxfit/kernels/conv_of_concat.h"
 #include "voxfit/kernels/instance_norm_act.h"
 
 namespace voxfit::models {
 
 namespace nn = torch::nn;
+
+namespace {
+int64_t conv_padding(int64_t kernel, int64_t stride) { return (kernel - stride + 1) / 2; }
+}  // namespace
 
 torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& s) {
   TORCH_CHECK(spatial_dims == 2 || spatial_dims == 3, "make_conv: spatial_dims must be 2 or 3");
@@ -28,12 +33,28 @@ torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& s) {
     return nn::AnyModule(nn::ConvTranspose2d(
         nn::ConvTranspose2dOptions(s.in, s.out, s.kernel).stride(s.stride).bias(s.bias)));
   }
-  const int64_t padding = (s.kernel - s.stride + 1) / 2;
+  const int64_t padding = conv_padding(s.kernel, s.stride);
   if (spatial_dims == 3)
     return nn::AnyModule(
         nn::Conv3d(nn::Conv3dOptions(s.in, s.out, s.kernel).stride(s.stride).padding(padding).bias(s.bias)));
   return nn::AnyModule(
       nn::Conv2d(nn::Conv2dOptions(s.in, s.out, s.kernel).stride(s.stride).padding(padding).bias(s.bias)));
+}
+
+std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::Tensor& b,
+                                           const std::vector<std::pair<const nn::AnyModule*, int64_t>>& convs) {
+  std::vector<kernels::ConcatConv> specs;
+  for (const auto& [conv, stride] : convs) {
+    if (conv->is_empty()) continue;
+    const auto params = conv->ptr()->named_parameters(/*recurse=*/false);
+    kernels::ConcatConv c;
+    c.weight = params["weight"];
+    if (const auto* bias = params.find("bias")) c.bias = *bias;
+    c.stride = stride;
+    c.padding = conv_padding(c.weight.size(2), stride);
+    specs.push_back(c);
+  }
+  return kernels::convs_of_concat(a, b, specs);
 }
 
 bool is_norm_name(const std::string& name) {

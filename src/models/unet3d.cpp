@@ -83,7 +83,7 @@ std::vector<torch::Tensor> UNet3DImpl::forward(const torch::Tensor& input) {
     h = maybe_checkpoint(
         rest, is_training(),
         [up, stage](const std::vector<torch::Tensor>& in) mutable -> std::vector<torch::Tensor> {
-          return {stage->forward(torch::cat({up.forward(in[0]), in[1]}, 1))};
+          return {stage->forward_concat(up.forward(in[0]), in[1])};
         },
         {h, skips[n - 1 - i]});
     if (all_heads || i + 1 == n) outputs.push_back(heads_[i].forward(h));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
@@ -17,7 +18,9 @@
 #include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
+#include "voxfit/core/units.h"
 #include "voxfit/memory/memory_snapshot.h"
+#include "voxfit/memory/oom.h"
 #include "voxfit/memory/breakdown_plot.h"
 #include "voxfit/memory/memory_tracker.h"
 #include "voxfit/train/step_memory.h"
@@ -89,6 +92,32 @@ void write_run_breakdown(const fs::path& dir, nlohmann::json breakdown, std::uin
       {{"batch " + std::to_string(breakdown.value("batch", 0)), breakdown}}, dir / "memory-breakdown.png",
       "Memory at the training step's peak");
   if (!why.empty()) std::fprintf(stderr, "no memory-breakdown.png: %s\n", why.c_str());
+}
+
+// The one line an out-of-memory step ends a run with: where it failed (phase, forward block), the
+// peak it reached against the budget, and the largest parts of that peak (memory breakdown).
+std::string out_of_memory_line(const std::exception& e, const memory::MemoryTracker& tracker, TrainStep& step,
+                               const data::Batch& batch, std::int64_t step_number) {
+  std::string where = "the training step";
+  if (const auto& f = tracker.failure())
+    where = "the " + memory::to_string(f->phase) + (f->block.empty() ? "" : " (in " + f->block + ")");
+  const auto b = step_breakdown(tracker, step, batch);
+  std::vector<memory::BreakdownPart> parts = b.parts;
+  std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.bytes > y.bytes; });
+  std::string largest;
+  for (size_t i = 0; i < parts.size() && i < 4; ++i) {
+    if (parts[i].bytes <= 0) break;
+    largest += (i ? ", " : "") + parts[i].name + " " + format_bytes(static_cast<std::uint64_t>(parts[i].bytes));
+  }
+  std::string line = "out of memory in " + where + " of step " + std::to_string(step_number) + " at batch " +
+                     std::to_string(batch.image.size(0)) + ": peak " + format_bytes(b.peak_allocated) + " allocated";
+  if (b.usable > 0) line += " of " + format_bytes(b.usable) + " usable";
+  if (!largest.empty()) line += "; largest: " + largest;
+  std::smatch asked;
+  const std::string what = e.what();
+  if (std::regex_search(what, asked, std::regex("[Tt]ried to allocate ([0-9.]+ ?[KMGT]?i?B)")))
+    line += "; it asked for " + asked[1].str() + " more";
+  return line;
 }
 
 double median(std::vector<double> v) {
@@ -211,7 +240,19 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
   for (int64_t s = meta.step; s < last_step; ++s) {
     const double lr = lr_at(s, o.steps, o.step.optimizer.lr, o.schedule);
     const data::Batch batch = loader.next();
-    pending.push_back(step.run(batch, lr, s));
+    try {
+      pending.push_back(step.run(batch, lr, s));
+    } catch (const std::exception& e) {
+      if (!memory::is_oom(e)) throw;
+      std::string line = out_of_memory_line(e, tracker, step, batch, s + 1);
+      if (history && main_rank) {
+        history->write_snapshot(o.memory_snapshot);
+        line += "; the allocator's history up to it is in " + o.memory_snapshot.string();
+      } else if (memory::MemoryHistoryRecorder::available()) {
+        line += " (--memory-snapshot FILE records the allocator's history up to the failure)";
+      }
+      throw BudgetError(line);
+    }
     pending_lr.push_back(lr);
     meta.step = s + 1;
     const bool validate_now = (o.validate_every > 0 && meta.step % o.validate_every == 0) || meta.step == o.steps;

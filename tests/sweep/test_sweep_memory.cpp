@@ -68,8 +68,11 @@ TEST_F(SweepMemory, EveryPointHasABreakdownThatAddsUpAndIsDrawn) {
   };
   EXPECT_GT(group(mb["max_batch"], "activations"), (max_batch - 1) * group(mb["batch_1"], "activations") / 2);
   EXPECT_EQ(group(mb["max_batch"], "static"), group(mb["batch_1"], "static"));
-  for (const auto& p : e["probe_log"])
-    if (p["fits"].get<bool>()) EXPECT_TRUE(p.contains("memory")) << p.dump();
+  for (const auto& p : e["probe_log"]) {
+    if (p["fits"].get<bool>()) {
+      EXPECT_TRUE(p.contains("memory")) << p.dump();
+    }
+  }
 
   std::ifstream in(o.output_dir / "summary.md");
   const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -163,8 +163,9 @@ TEST_F(TrainerTest, WritesLogsConfigCheckpointsAndTensorBoard) {
   EXPECT_EQ(sum, mb["peak_allocated"].get<std::int64_t>());
   EXPECT_LT(mb["unattributed_share"].get<double>(), 0.01) << mb.dump(1);
   EXPECT_GT(mb["validation_peak_allocated"].get<std::uint64_t>(), 0u);
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     EXPECT_GT(fs::file_size(o.output_dir / "memory-breakdown.png"), 1000u);
+  }
 }
 
 TEST_F(TrainerTest, InterruptedAndResumedRunEqualsAnUninterruptedOne) {
@@ -197,6 +198,29 @@ TEST_F(TrainerTest, InterruptedAndResumedRunEqualsAnUninterruptedOne) {
   const auto a = weights(whole.output_dir / "last.pt", whole), b = weights(part.output_dir / "last.pt", part);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+// A step that runs out of the budget ends the run with one line that says where (the phase) and
+// what held the memory (the breakdown's largest parts), and leaves no checkpoint behind.
+TEST_F(TrainerTest, AnOutOfMemoryStepEndsTheRunWithOneLineNamingThePhaseAndTheLargestParts) {
+  auto o = small_run(dir() / "run", 3);
+  o.budget.kind = memory::BudgetKind::Size;
+  o.budget.visible_bytes = 24ull << 20;  // the network and SGD fit; a step's activations do not
+  try {
+    train_model(o);
+    FAIL() << "trained within 24 MiB";
+  } catch (const BudgetError& e) {
+    const std::string what = e.what();
+    std::cout << "[ line ] " << what << "\n";
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_EQ(what.find("out of memory in the "), 0u) << what;
+    EXPECT_TRUE(what.find("the forward") != std::string::npos || what.find("the backward") != std::string::npos) << what;
+    EXPECT_NE(what.find("of step 1 at batch 2: peak "), std::string::npos) << what;
+    EXPECT_NE(what.find(" usable; largest: "), std::string::npos) << what;
+    EXPECT_NE(what.find("it asked for "), std::string::npos) << what;
+  }
+  EXPECT_TRUE(fs::exists(dir() / "run" / "config.json"));
+  EXPECT_FALSE(fs::exists(dir() / "run" / "last.pt"));
 }
 
 TEST_F(TrainerTest, ResumeRefusesAChangedRunAndAFreshRunRefusesAnOldFolder) {

@@ -53,6 +53,7 @@ struct KernelProfile {
   bool tf32_matmul = false;
   bool tf32_cudnn = false;
   bool channels_last = false;
+  bool cuda_graph = false;  ///< wall_s_per_step timed graph replays (the kernels are eager steps')
   std::string attention;   ///< attention mode of transformer networks ("auto", "sdpa", "math")
   std::int64_t profiled_steps = 0;  ///< steps under the profiler (kernel times are per step)
   double wall_s_per_step = 0;       ///< mean wall time of one step, measured without the profiler

@@ -34,6 +34,11 @@ struct ProfileOptions {
   /// Reference models: channels-last layout on or off; unset: the bench's automatic choice (on for
   /// convolutional nets on CUDA). timm's benchmark, and so the published card numbers, ran NCHW.
   std::optional<bool> channels_last;
+  /// Segmentation training: the timed steps replay the whole step as one CUDA graph, as `voxfit
+  /// train` runs it (the profiled steps stay eager: a replay shows the profiler no operators to
+  /// attribute kernels and FLOPs to). Segmentation models take `channels_last` too (unset: off, as
+  /// in `voxfit train`).
+  bool cuda_graph = true;
 };
 
 /// Throws ConfigError for bad values and UnsupportedError without a CUDA device.

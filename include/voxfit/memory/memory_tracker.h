@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -127,9 +128,11 @@ class MemoryTracker : public core::BlockObserver {
 
    private:
     friend class MemoryTracker;
-    PhaseScope(MemoryTracker* tracker, Phase phase) : tracker_(tracker), phase_(phase) {}
+    PhaseScope(MemoryTracker* tracker, Phase phase)
+        : tracker_(tracker), phase_(phase), uncaught_(std::uncaught_exceptions()) {}
     MemoryTracker* tracker_;
     Phase phase_;
+    int uncaught_;  ///< exceptions in flight when it opened: more at its end means one unwinds it
   };
   [[nodiscard]] PhaseScope phase(Phase phase);
 
@@ -140,6 +143,14 @@ class MemoryTracker : public core::BlockObserver {
 
   /// The profile so far (the peak since the last phase boundary included).
   MemoryProfile profile() const;
+
+  /// Where an exception (an out-of-memory error) left the step since reset(): the phase its
+  /// unwinding closed and, in the forward, the top-level block. Unset while nothing failed.
+  struct Failure {
+    Phase phase = Phase::Forward;
+    std::string block;  ///< empty outside a marked block
+  };
+  const std::optional<Failure>& failure() const { return failure_; }
 
   const c10::Device& device() const { return device_; }
 
@@ -162,6 +173,8 @@ class MemoryTracker : public core::BlockObserver {
   int block_depth_ = 0;
   std::string open_block_;
   std::uint64_t block_start_ = 0, block_peak_ = 0;
+  std::optional<Failure> failure_;
+  std::string unwound_block_;  ///< the block an exception left, until its phase's scope closes
 };
 
 /// Bytes of the unique storages behind `tensors` (undefined ones skipped).

@@ -71,6 +71,9 @@ class TrainStep {
 
   /// True once the step runs as a captured CUDA graph (StepOptions::cuda_graph).
   bool graphed() const { return graph_ != nullptr; }
+  /// Pauses (false) or resumes (true) the graph: paused, steps run eagerly on the same network,
+  /// optimiser and loss scaler (`cards profile` times replays, then profiles eager steps).
+  void set_cuda_graph(bool on) { options_.cuda_graph = on; }
 
  private:
   /// Copies the loader's batch to the device, augments it and sets its memory format.

@@ -35,9 +35,13 @@ class ConvStackImpl : public torch::nn::Module {
  public:
   explicit ConvStackImpl(const ConvStackOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
+  /// forward(cat({a, b}, 1)); with the fused kernels autograd keeps a and b, not the concatenation.
+  torch::Tensor forward_concat(const torch::Tensor& a, const torch::Tensor& b);
 
  private:
+  torch::Tensor rest(torch::Tensor y);  ///< every norm + act and the later convolutions
   std::string act_;
+  int64_t stride_ = 1;
   std::vector<torch::nn::AnyModule> convs_, norms_;
 };
 TORCH_MODULE(ConvStack);
@@ -61,9 +65,15 @@ class UnetBlockImpl : public torch::nn::Module {
  public:
   explicit UnetBlockImpl(const UnetBlockOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
+  /// forward(cat({a, b}, 1)); with the fused kernels autograd keeps a and b, not the concatenation.
+  torch::Tensor forward_concat(const torch::Tensor& a, const torch::Tensor& b);
 
  private:
+  /// The block after its first convolution (c1) and projection (c3: conv3 of the input, or the
+  /// input itself where nothing is projected).
+  torch::Tensor rest(const torch::Tensor& c1, const torch::Tensor& c3);
   bool residual_ = true;
+  int64_t stride_ = 1;
   bool project_ = false;
   torch::nn::AnyModule conv1_, conv2_, conv3_, norm1_, norm2_, norm3_;
 };

@@ -7,6 +7,8 @@
 #include <torch/types.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace voxfit::models {
 
@@ -24,6 +26,12 @@ struct ConvSpec {
 /// Conv2d/Conv3d with MONAI's padding (kernel - stride + 1) / 2, i.e. "same" for stride 1 and
 /// odd kernels; ConvTranspose2d/3d when `spec.transposed`.
 torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& spec);
+
+/// The convolutions of a decoder's concatenation cat({a, b}, 1) (each a make_conv convolution with
+/// its stride; undefined modules are left out), through kernels::convs_of_concat: with the fused
+/// kernels autograd keeps a and b, not the concatenation.
+std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::Tensor& b,
+                                           const std::vector<std::pair<const torch::nn::AnyModule*, int64_t>>& convs);
 
 /// Normalisation by name: "instance" (InstanceNorm without affine parameters, MONAI's default),
 /// "instance_affine" (nnU-Net's), "batch", "none". Throws ConfigError naming `what` otherwise.
