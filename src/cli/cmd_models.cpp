@@ -11,6 +11,7 @@
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
+#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/memory/breakdown_compare.h"
 #include "voxfit/memory/budget.h"
 #include "voxfit/models/attention.h"
@@ -114,15 +115,17 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
   std::vector<std::int64_t> input = {batch, ctx.in_channels};
   input.insert(input.end(), ctx.patch.begin(), ctx.patch.end());
   const models::Network net = models::make_model(name, ctx);
-  const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step);
+  // The fused kernels run on a GPU: a prediction for a card assumes them, a CPU measurement does not.
+  const bool fused = kernels::kernel_mode() == kernels::KernelMode::kFused && (!req.measure_on || req.measure_on->is_cuda());
+  const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step, fused);
   std::optional<memory::MemoryBreakdown> measured;
   if (req.measure_on) {
     const memory::ScopedBudget budget(req.budget, *req.measure_on);
     measured = train::measure_step_memory(models::make_model(name, ctx), input, *req.measure_on, req.step);
   }
-  std::printf("\nmemory of one training step: %s, %s, input %s, peak predicted in %s\n",
+  std::printf("\nmemory of one training step: %s, %s, input %s, %s kernels, peak predicted in %s\n",
               train::to_string(req.step.precision).c_str(), train::to_string(req.step.optimizer.kind).c_str(),
-              models::shape_to_string(input).c_str(), predicted.peak_phase.c_str());
+              models::shape_to_string(input).c_str(), fused ? "fused (GPU)" : "aten", predicted.peak_phase.c_str());
   std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
               dtype_text(predicted.statics.parameters).c_str(), dtype_text(predicted.gradients).c_str(),
               dtype_text(predicted.statics.optimizer_state).c_str(), dtype_text(predicted.statics.buffers).c_str());

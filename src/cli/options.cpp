@@ -101,8 +101,9 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
       "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp)(
       "kernels", po::value<std::string>()->default_value("fused")->value_name("MODE"),
       "fused: voxfit's CUDA kernels where they apply (instance norm + activation + residual on CUDA "
-      "tensors of a CUDA build; batch norm folded into cuDNN's fused convolution + bias + ReLU for "
-      "CUDA inference), LibTorch's operators elsewhere; aten: LibTorch's operators everywhere, the "
+      "tensors of a CUDA build; decoders that keep their two inputs for backward, not the "
+      "concatenation; batch norm folded into cuDNN's fused convolution + bias + ReLU for CUDA "
+      "inference), LibTorch's operators elsewhere; aten: LibTorch's operators everywhere, the "
       "reference path");
   po::options_description visible;
   visible.add(spec.options).add(generic);

@@ -58,7 +58,8 @@ torch::Tensor UnetBlockImpl::forward(const torch::Tensor& x) {
 torch::Tensor UnetBlockImpl::forward_concat(const torch::Tensor& a, const torch::Tensor& b) {
   // An unprojected residual adds the concatenation itself: nothing to save by not keeping it.
   if (residual_ && !project_) return forward(torch::cat({a, b}, 1));
-  const auto c = convs_of_concat(a, b, {{&conv1_, stride_}, {&conv3_, stride_}});  // conv3_: empty unless projected
+  // conv3_ is empty unless projected, and then left out.
+  const auto c = convs_of_concat(a, b, {{&conv1_, stride_}, {&conv3_, stride_}});
   return rest(c[0], project_ ? c[1] : torch::Tensor());
 }
 

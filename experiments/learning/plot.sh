@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Draws the learning curves of experiments/learning/run.sh: per network, the mean validation Dice
+# of every voxfit and MONAI run (one line per seed) against the step, as DIR/learning-MODEL.png
+# (gnuplot, pngcairo). DIR holds the {voxfit,monai}_MODEL_sSEED.jsonl files.
+#   usage: experiments/learning/plot.sh DIR
+set -euo pipefail
+dir=${1:?usage: plot.sh DIR}
+command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot is not installed" >&2; exit 1; }
+for model in $(ls "$dir" | sed -nE 's/^(voxfit|monai)_(.*)_s[0-9]+\.jsonl$/\2/p' | sort -u); do
+  plots=()
+  for f in "$dir"/voxfit_"$model"_s*.jsonl "$dir"/monai_"$model"_s*.jsonl; do
+    [ -f "$f" ] || continue
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    if "val_mean_dice" in j: print(j["step"], j["val_mean_dice"])' "$f" >"${f%.jsonl}.dat"
+    name=$(basename "${f%.jsonl}")
+    plots+=("'${f%.jsonl}.dat' using 1:2 with linespoints title '${name//_/ }'")
+  done
+  [ ${#plots[@]} -gt 0 ] || continue
+  gnuplot <<EOF
+set terminal pngcairo size 900,560
+set output '$dir/learning-$model.png'
+set title 'Mean validation Dice, $model (voxfit vs MONAI): batch 2, 96^3, fp16, real 14-class CT'
+set xlabel 'optimiser step'
+set ylabel 'mean Dice (foreground classes)'
+set yrange [0:1]
+set key left top
+set grid
+plot $(IFS=,; echo "${plots[*]}")
+EOF
+  echo "$dir/learning-$model.png"
+done
