@@ -93,6 +93,9 @@ bool parse_on_off(const std::string& value, const std::string& option) {
   throw ConfigError(option + ": expected on or off, got '" + value + "'");
 }
 
+// Boost's defaults without option guessing: `--bat 4` is an unknown option, not `--batch 4`.
+constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+
 bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::variables_map& vm) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")(
@@ -113,7 +116,7 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
   const std::string where = "voxfit " + spec.name;
   for (const auto& a : args) refuse_placeholders(a, where);
   try {
-    po::store(po::command_line_parser(args).options(all).positional(spec.positional).run(), vm);
+    po::store(po::command_line_parser(args).options(all).positional(spec.positional).style(kStyle).run(), vm);
   } catch (const po::error& e) {
     throw ConfigError(where + ": " + e.what() + " (see 'voxfit " + spec.name + " --help')");
   }
@@ -128,7 +131,7 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     if (vm["threads"].defaulted()) threads_from = file;
     const auto tokens = config_tokens(file, spec.name, all);
     try {
-      po::store(po::command_line_parser(tokens).options(all).run(), vm);
+      po::store(po::command_line_parser(tokens).options(all).style(kStyle).run(), vm);
     } catch (const po::error& e) {
       throw ConfigError(file + ": " + e.what());
     }

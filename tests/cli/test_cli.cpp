@@ -106,6 +106,16 @@ TEST_F(Cli, BadOptionIsOneLineAndExitTwo) {
   EXPECT_NE(r.err.find("no-such-option"), std::string::npos);
 }
 
+// An abbreviation is not guessed: `--bat 4` would silently be `--batch 4`, and a later option
+// sharing the prefix would change what an old command line means.
+TEST_F(Cli, AnAbbreviatedOptionIsUnknownNotGuessed) {
+  const auto r = run_voxfit("models --mod unetr");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("unrecognised option '--mod'"), std::string::npos) << r.err;
+  EXPECT_EQ(run_voxfit("models --model unetr").exit_code, 0);
+}
+
 TEST_F(Cli, UnknownCommandIsExitTwo) {
   const auto r = run_voxfit("frobnicate");
   EXPECT_EQ(r.exit_code, 2);
