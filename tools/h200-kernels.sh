@@ -6,7 +6,7 @@
 # Needs build-cuda/ (tools/device-build.sh --no-tests) and .shared-data.
 #   MODELS   default "unetr"; BATCHES default "1 2 4"; STEPS default 40
 #   VARIANTS default "aten fused fused+graph": words joined by '+': fused (--kernels fused, else
-#            aten), graph (--cuda-graph on, else off), cl (--channels-last)
+#            aten), graph (--cuda-graph on, else off), cl (--channels-last), lean (--lean-decoders on)
 #   TRAIN_ARGS extra `voxfit train` options for every run (e.g. "--deep-supervision false")
 #   TESTS    1 (default) runs the kernel tests first
 set -uo pipefail
@@ -33,6 +33,7 @@ for m in ${MODELS:-unetr}; do
       [[ "+$v+" == *+fused+* ]] && args[1]=fused
       [[ "+$v+" == *+graph+* ]] && args[3]=on
       [[ "+$v+" == *+cl+* ]] && args+=(--channels-last)
+      [[ "+$v+" == *+lean+* ]] && args+=(--lean-decoders on)
       run="$work/k_${m}_${b}_$v"
       rm -rf "$run"
       "$vf" train --dataset "$work/cache" --model "$m" --batch "$b" --precision fp16 --steps "${STEPS:-40}" \

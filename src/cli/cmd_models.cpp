@@ -11,6 +11,7 @@
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
+#include "voxfit/kernels/conv_of_concat.h"
 #include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/memory/breakdown_compare.h"
 #include "voxfit/memory/budget.h"
@@ -117,7 +118,8 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
   const models::Network net = models::make_model(name, ctx);
   // The fused kernels run on a GPU: a prediction for a card assumes them, a CPU measurement does not.
   const bool fused = kernels::kernel_mode() == kernels::KernelMode::kFused && (!req.measure_on || req.measure_on->is_cuda());
-  const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step, fused);
+  const models::KernelPaths paths{fused, fused && kernels::lean_decoders()};
+  const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step, paths);
   std::optional<memory::MemoryBreakdown> measured;
   if (req.measure_on) {
     const memory::ScopedBudget budget(req.budget, *req.measure_on);
@@ -125,7 +127,9 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
   }
   std::printf("\nmemory of one training step: %s, %s, input %s, %s kernels, peak predicted in %s\n",
               train::to_string(req.step.precision).c_str(), train::to_string(req.step.optimizer.kind).c_str(),
-              models::shape_to_string(input).c_str(), fused ? "fused (GPU)" : "aten", predicted.peak_phase.c_str());
+              models::shape_to_string(input).c_str(),
+              paths.lean_decoders ? "fused (GPU), lean decoders" : fused ? "fused (GPU)" : "aten",
+              predicted.peak_phase.c_str());
   std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
               dtype_text(predicted.statics.parameters).c_str(), dtype_text(predicted.gradients).c_str(),
               dtype_text(predicted.statics.optimizer_state).c_str(), dtype_text(predicted.statics.buffers).c_str());

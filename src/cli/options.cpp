@@ -8,6 +8,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/kernels/conv_of_concat.h"
 #include "voxfit/kernels/instance_norm_act.h"
 
 namespace voxfit::cli {
@@ -104,10 +105,13 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
       "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp)(
       "kernels", po::value<std::string>()->default_value("fused")->value_name("MODE"),
       "fused: voxfit's CUDA kernels where they apply (instance norm + activation + residual on CUDA "
-      "tensors of a CUDA build; decoders that keep their two inputs for backward, not the "
-      "concatenation; batch norm folded into cuDNN's fused convolution + bias + ReLU for CUDA "
-      "inference), LibTorch's operators elsewhere; aten: LibTorch's operators everywhere, the "
-      "reference path");
+      "tensors of a CUDA build; batch norm folded into cuDNN's fused convolution + bias + ReLU for "
+      "CUDA inference), LibTorch's operators elsewhere; aten: LibTorch's operators everywhere, the "
+      "reference path")(
+      "lean-decoders", po::value<std::string>()->default_value("off")->value_name("on|off"),
+      "with --kernels fused on CUDA: decoders keep their upsampled input and skip for backward, not "
+      "the concatenation of the two (less activation memory, the same arithmetic; off until its "
+      "speed is measured on a GPU)");
   po::options_description visible;
   visible.add(spec.options).add(generic);
   po::options_description all;
@@ -146,6 +150,7 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     throw ConfigError(threads_from + ": --threads must be in 0.." + std::to_string(kMaxThreads));
   configure_threads(threads);
   kernels::set_kernel_mode(kernels::parse_kernel_mode(vm["kernels"].as<std::string>()));
+  kernels::set_lean_decoders(parse_on_off(vm["lean-decoders"].as<std::string>(), "--lean-decoders"));
   return true;
 }
 

@@ -73,16 +73,25 @@ void write_all(int fd, const char* data, std::size_t size, const fs::path& path)
   }
 }
 
+// The writer's PID in a temp name ".NAME.tmpPID_N" (`prefix` is ".NAME.tmp", or "." for any NAME),
+// or 0 where `name` is not one.
+long temp_owner(const std::string& name, const std::string& prefix) {
+  if (name.size() < 2 || name[0] != '.' || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  const auto tmp = name.rfind(".tmp");
+  if (tmp == std::string::npos || tmp == 0) return 0;
+  if (prefix.size() > 1 && tmp + 4 != prefix.size()) return 0;  // NAME's own temp, not NAME.x's
+  const char* digits = name.c_str() + tmp + 4;
+  char* end = nullptr;
+  const long pid = std::strtol(digits, &end, 10);
+  return end != digits && *end == '_' ? pid : 0;
+}
+
 // A writer killed between creating its temp file and renaming it (kill -9, power loss) leaves
-// ".NAME.tmpPID_N" behind; the next writer of NAME removes those whose process is gone.
-void remove_stale_temps(const fs::path& final_path) {
-  const std::string prefix = "." + final_path.filename().string() + ".tmp";
-  const fs::path dir = final_path.parent_path().empty() ? fs::path(".") : final_path.parent_path();
+// ".NAME.tmpPID_N" behind; these go where their process is gone.
+void remove_dead_temps(const fs::path& dir, const std::string& prefix) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    const long pid = temp_owner(it->path().filename().string(), prefix);
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
       std::error_code ignored;
@@ -91,12 +100,19 @@ void remove_stale_temps(const fs::path& final_path) {
   }
 }
 
+// The next writer of NAME removes the dead ones of NAME.
+void remove_stale_temps(const fs::path& final_path) {
+  remove_dead_temps(folder_of(final_path), "." + final_path.filename().string() + ".tmp");
+}
+
 }  // namespace
 
 FileSyscalls& file_syscalls() {
   static FileSyscalls calls{open_real, ::fsync, ::rename};
   return calls;
 }
+
+void remove_stale_temporaries(const fs::path& dir) { remove_dead_temps(dir, "."); }
 
 void rename_durable(const fs::path& from, const fs::path& to) {
   fsync_path(from);

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <atomic>
 
 #include "function_args.h"
 #include "voxfit/core/torch_compat.h"
@@ -116,9 +117,16 @@ std::vector<torch::Tensor> convs_of_concat_keeping_parts(const torch::Tensor& a,
                                       c1.stride, c1.padding, c2.stride, c2.padding);
 }
 
+namespace {
+std::atomic<bool> g_lean_decoders{false};
+}  // namespace
+
+bool lean_decoders() { return g_lean_decoders.load(); }
+void set_lean_decoders(bool on) { g_lean_decoders.store(on); }
+
 bool convs_of_concat_fuses(const torch::Tensor& a) {
   // Keeping the parts only matters to autograd; without it the reference allocates the same.
-  return kernel_mode() == KernelMode::kFused && a.is_cuda() && torch::GradMode::is_enabled();
+  return kernel_mode() == KernelMode::kFused && lean_decoders() && a.is_cuda() && torch::GradMode::is_enabled();
 }
 
 std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::Tensor& b,

@@ -30,11 +30,12 @@ std::string gp_quoted(const std::string& text) {
 std::string run_gnuplot(const fs::path& png, const std::string& script) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "gnuplot is not installed";
   const fs::path gp = png.string() + ".gp";
-  write_file_atomic(gp, "set terminal pngcairo size 1100,700 noenhanced\nset output '" + png.string() + ".tmp'\n" +
-                            script);
+  AtomicPath out(png);  // a kill mid-plot leaves a temp the next run removes, never a half PNG
+  write_file_atomic(gp, "set terminal pngcairo size 1100,700 noenhanced\nset output " + gp_quoted(out.temp().string()) +
+                            "\n" + script);
   const std::string cmd = "gnuplot '" + gp.string() + "' >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) return "gnuplot failed on " + gp.filename().string();
-  rename_durable(png.string() + ".tmp", png);
+  out.commit();
   return "";
 }
 

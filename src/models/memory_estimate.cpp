@@ -47,11 +47,10 @@ using c10::ScalarType;
 // header, one member each.
 class Tally {
  public:
-  Tally(ScalarType compute, std::int64_t batch, bool fused) : c_(compute), batch_(batch), fused_(fused) {}
+  Tally(ScalarType compute, std::int64_t batch, const KernelPaths& paths) : c_(compute), batch_(batch), paths_(paths) {}
 
   ScalarType compute() const { return c_; }
-  /// voxfit's fused CUDA path (--kernels fused on a GPU): its norms and decoders keep less.
-  bool fused() const { return fused_; }
+  const KernelPaths& paths() const { return paths_; }
   bool autocast() const { return c_ != c10::kFloat; }
   std::int64_t batch() const { return batch_; }
 
@@ -97,7 +96,7 @@ class Tally {
  private:
   ScalarType c_;
   std::int64_t batch_;
-  bool fused_;
+  KernelPaths paths_;
   ActivationEstimate est_;
 };
 
@@ -114,7 +113,7 @@ std::int64_t conv_weights(std::int64_t in, std::int64_t out, std::int64_t kernel
 void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t voxels,
                    ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine, bool keep_norm_out = true) {
   const ScalarType c = t.matmul_layer(conv_weights(in, out, kernel, bias), in * in_voxels, in_dtype);
-  if (!(t.fused() && keep_norm_out && !affine)) t.keep(out * voxels, c);
+  if (!(t.paths().fused_norms && keep_norm_out && !affine)) t.keep(out * voxels, c);
   t.instance_norm(out, affine);
   if (keep_norm_out) t.keep(out * voxels, c);
 }
@@ -143,7 +142,7 @@ ScalarType unet_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t 
 ScalarType up_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t voxels, ScalarType in_dtype,
                     ScalarType skip_dtype, bool residual) {
   t.matmul_layer(conv_weights(in, out, 2, false), in * (voxels >> 3), in_dtype);
-  if (t.fused()) {  // kernels::convs_of_concat: the upsampled part is kept (and a skip cast to it)
+  if (t.paths().lean_decoders) {  // kernels::convs_of_concat: the upsampled part is kept (and a skip cast to it)
     t.keep(out * voxels, t.compute());
     if (t.autocast() && skip_dtype != t.compute()) t.keep(out * voxels, t.compute());
     return unet_block(t, 2 * out, out, voxels, t.compute(), residual);
@@ -153,10 +152,10 @@ ScalarType up_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t vo
   return unet_block(t, 2 * out, out, voxels, cat, residual);
 }
 
-ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std::int64_t>& shape, ScalarType c, bool fused,
+ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std::int64_t>& shape, ScalarType c, const KernelPaths& paths,
                                    CheckpointMode mode) {
   const auto& o = net.options();
-  Tally t(c, shape[0], fused);
+  Tally t(c, shape[0], paths);
   std::vector<std::int64_t> features;
   for (std::int64_t s = 0; s < o.stages(); ++s)
     features.push_back(std::min(o.base_features() << std::min<std::int64_t>(s, 20), o.max_features()));
@@ -184,7 +183,8 @@ ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std:
     // The transposed conv's output goes into the concatenation only; the concatenation stays.
     if (!rest) {
       t.matmul_layer(conv_weights(below, skip, 2, true), below * voxels(n - i), t.compute());
-      t.keep((t.fused() ? 1 : 2) * skip * v, t.compute());  // fused: the upsampled part, not the concatenation
+      // Lean decoders keep the upsampled part, not the concatenation.
+      t.keep((t.paths().lean_decoders ? 1 : 2) * skip * v, t.compute());
     }
     stack(2 * skip, skip, v, v, t.compute(), rest);
     if (o.deep_supervision() || i + 1 == n) {
@@ -250,10 +250,10 @@ void transformer_block(Tally& t, std::int64_t tokens, std::int64_t hidden, std::
   mlp_half(t, tokens, hidden, mlp, c10::kFloat);
 }
 
-ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::int64_t>& shape, ScalarType c, bool fused,
+ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::int64_t>& shape, ScalarType c, const KernelPaths& paths,
                                   CheckpointMode mode) {
   const auto& o = net.options();
-  Tally t(c, shape[0], fused);
+  Tally t(c, shape[0], paths);
   const std::int64_t p = UNETRImpl::kPatch, f = o.feature_size(), hidden = o.hidden_size(), k = o.num_classes();
   const std::int64_t grid = (shape[2] / p) * (shape[3] / p) * (shape[4] / p), voxels = shape[2] * shape[3] * shape[4];
   const auto at = [&](int doublings) { return grid << (3 * doublings); };  // voxels after x2 upsamplings
@@ -358,10 +358,10 @@ void swin_stage(Tally& t, const SwinUNETROptions& o, std::size_t stage, const Si
 }
 
 ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vector<std::int64_t>& shape,
-                                       ScalarType c, bool fused, CheckpointMode mode) {
+                                       ScalarType c, const KernelPaths& paths, CheckpointMode mode) {
   const auto& o = net.options();
   if (o.use_v2()) throw UnsupportedError("no analytic memory model for swin_unetr with use_v2");
-  Tally t(c, shape[0], fused);
+  Tally t(c, shape[0], paths);
   const ScalarType f32 = c10::kFloat;
   const bool main = checkpoints(mode, true), rest = checkpoints(mode, false);
   const std::int64_t f = o.feature_size(), voxels = shape[2] * shape[3] * shape[4];
@@ -426,26 +426,26 @@ ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vect
 
 namespace {
 
-ActivationEstimate walk(const NetworkImpl& net, const std::vector<std::int64_t>& shape, ScalarType compute, bool fused,
+ActivationEstimate walk(const NetworkImpl& net, const std::vector<std::int64_t>& shape, ScalarType compute, const KernelPaths& paths,
                         std::optional<CheckpointMode> override_mode) {
   if (const auto* unet = dynamic_cast<const UNet3DImpl*>(&net))
-    return estimate_unet3d(*unet, shape, compute, fused, override_mode.value_or(unet->options().checkpoint()));
+    return estimate_unet3d(*unet, shape, compute, paths, override_mode.value_or(unet->options().checkpoint()));
   if (const auto* unetr = dynamic_cast<const UNETRImpl*>(&net))
-    return estimate_unetr(*unetr, shape, compute, fused, override_mode.value_or(unetr->options().checkpoint()));
+    return estimate_unetr(*unetr, shape, compute, paths, override_mode.value_or(unetr->options().checkpoint()));
   if (const auto* swin = dynamic_cast<const SwinUNETRImpl*>(&net))
-    return estimate_swin_unetr(*swin, shape, compute, fused, override_mode.value_or(swin->options().checkpoint()));
+    return estimate_swin_unetr(*swin, shape, compute, paths, override_mode.value_or(swin->options().checkpoint()));
   throw UnsupportedError("no analytic memory model for this network (unet3d, unetr and swin_unetr have one)");
 }
 
 }  // namespace
 
 ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
-                                        ScalarType compute, bool fused_kernels) {
+                                        ScalarType compute, const KernelPaths& paths) {
   net.check_input(input_shape);
-  ActivationEstimate est = walk(net, input_shape, compute, fused_kernels, std::nullopt);
+  ActivationEstimate est = walk(net, input_shape, compute, paths, std::nullopt);
   // A checkpointed block keeps less than it would unchecked; what it would keep is what its
   // recomputation makes again in backward.
-  const ActivationEstimate full = walk(net, input_shape, compute, fused_kernels, CheckpointMode::kNone);
+  const ActivationEstimate full = walk(net, input_shape, compute, paths, CheckpointMode::kNone);
   for (std::size_t i = 0; i < est.blocks.size(); ++i) {
     if (est.blocks[i].total() < full.blocks[i].total()) est.blocks[i].recomputed = full.blocks[i].total();
     est.blocks[i].largest = full.blocks[i].largest;

@@ -17,6 +17,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
+#include "voxfit/kernels/conv_of_concat.h"
 #include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/sweep/memory_report.h"
 #include "voxfit/train/precision.h"
@@ -169,6 +170,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"attention", models::to_string(probe.model_context.attention)},
           {"channels_last", probe.model_context.channels_last},
           {"kernels", kernels::to_string(kernels::kernel_mode())},
+          {"lean_decoders", kernels::lean_decoders()},
           {"budget", budget.label()},
           {"budget_report", budget_report},
           {"allocator", memory::cuda_allocator_settings()},

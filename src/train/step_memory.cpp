@@ -97,11 +97,11 @@ std::int64_t backward_peak(const models::ActivationEstimate& act, std::int64_t o
 }  // namespace
 
 memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
-                                            const StepOptions& options, bool fused_kernels) {
+                                            const StepOptions& options, const models::KernelPaths& paths) {
   net.train(true);
   const auto outputs = net.output_shapes(input_shape);
   const auto compute = uses_autocast(options.precision) ? autocast_dtype(options.precision) : c10::kFloat;
-  const models::ActivationEstimate act = models::estimate_activations(net, input_shape, compute, fused_kernels);
+  const models::ActivationEstimate act = models::estimate_activations(net, input_shape, compute, paths);
   std::vector<torch::Tensor> trainable;
   std::int64_t largest_parameter = 0;
   for (const auto& p : net.parameters())

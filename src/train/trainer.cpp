@@ -16,6 +16,7 @@
 #include "voxfit/core/host_memory.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
+#include "voxfit/kernels/conv_of_concat.h"
 #include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
@@ -54,6 +55,7 @@ nlohmann::json config_json(const TrainOptions& o, const data::Plan& plan) {
           {"checkpoint", models::to_string(o.model_context.checkpoint)},
           {"channels_last", o.model_context.channels_last},
           {"kernels", kernels::to_string(kernels::kernel_mode())},
+          {"lean_decoders", kernels::lean_decoders()},
           {"batch", o.batch},
           {"steps", o.steps},
           {"precision", to_string(o.step.precision)},
@@ -186,6 +188,8 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
     check_resumable(nlohmann::json::parse(saved.config_json), config, ckpt_last);
     meta = load_checkpoint(ckpt_last, step);
     meta.config_json = config.dump(2);
+    // What the killed run was writing when it died (a plot, a log) goes: this run writes it again.
+    if (main_rank) remove_stale_temporaries(o.output_dir);
     if (main_rank) std::printf("resuming %s at step %lld\n", ckpt_last.c_str(), static_cast<long long>(meta.step));
   } else if (main_rank) {
     fs::create_directories(o.output_dir);

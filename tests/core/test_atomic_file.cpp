@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -43,6 +45,23 @@ TEST_F(AtomicFile, UncommittedWriterLeavesTheOldFileIntact) {
   }  // dies without commit, like a failed save
   EXPECT_EQ(read(path), "old");
   EXPECT_FALSE(std::filesystem::exists(temp));
+}
+
+// A writer killed before its rename leaves ".NAME.tmpPID_N": a resumed run removes those of dead
+// processes, whatever NAME, and nothing else (a live writer's temp, a user's "notes.tmp").
+TEST_F(AtomicFile, StaleTemporariesOfDeadWritersAreRemovedAndNothingElse) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // its PID now names no process
+  const auto dead = dir() / (".memory-breakdown.png.tmp" + std::to_string(child) + "_0");
+  const auto alive = dir() / (".last.pt.tmp" + std::to_string(::getpid()) + "_3");
+  const auto users = dir() / "notes.tmp";
+  for (const auto& p : {dead, alive, users}) std::ofstream(p) << "x";
+  remove_stale_temporaries(dir());
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(alive));
+  EXPECT_TRUE(std::filesystem::exists(users));
 }
 
 TEST_F(AtomicFile, UnwritableFolderIsAnIoErrorNamingThePath) {

@@ -32,6 +32,10 @@ class AtomicPath {
   bool committed_ = false;
 };
 
+/// Removes the temp files of AtomicPath writers in `dir` whose process is gone (killed before their
+/// rename): a resumed run cleans what the killed one left, even files it will not write again.
+void remove_stale_temporaries(const std::filesystem::path& dir);
+
 /// Moves a finished file into place so that a power loss cannot lose the move: fsyncs `from`,
 /// renames it to `to`, then fsyncs the folder of `to` (a rename is an entry of that folder, and
 /// only the folder's fsync makes it durable). Throws IoError naming `to` on failure.

@@ -4,7 +4,7 @@
 // result (twice in a residual block: the first convolution and the 1x1 projection). Autograd then
 // keeps the concatenation for backward, a tensor of a's and b's channels at the decoder's full
 // resolution, although the skip is kept anyway (by the encoder block that produced it). The fused
-// path (`--kernels fused`, CUDA tensors) keeps `a` and `b` instead, and its backward takes each
+// path (`--kernels fused` and `--lean-decoders on`, CUDA tensors) keeps `a` and `b` instead, and its backward takes each
 // part against its slice of the weights, so no concatenation exists in backward either (where a
 // training step's memory peaks): the same arithmetic in two halves, the skip's channels less
 // activation memory per decoder stage. Elsewhere the ATen composition runs, the reference.
@@ -34,6 +34,11 @@ std::vector<torch::Tensor> convs_of_concat_reference(const torch::Tensor& a, con
 /// for backward, not their concatenation. At most two convolutions.
 std::vector<torch::Tensor> convs_of_concat_keeping_parts(const torch::Tensor& a, const torch::Tensor& b,
                                                          const std::vector<ConcatConv>& convs);
+
+/// The process-wide `--lean-decoders` switch: off unless set (not yet measured on a GPU: the split
+/// backward runs half-channel convolutions, whose speed there is unknown).
+bool lean_decoders();
+void set_lean_decoders(bool on);
 
 /// True where convs_of_concat takes the fused path for these inputs in the current mode.
 bool convs_of_concat_fuses(const torch::Tensor& a);

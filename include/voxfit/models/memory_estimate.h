@@ -79,11 +79,16 @@ struct ActivationEstimate {
 /// an input of `input_shape` ([B, C, D, H, W]) under autocast to `compute` (kFloat: no autocast).
 /// Throws UnsupportedError for networks without an analytic model (the 2D classifiers, SwinUNETR-v2) and
 /// ModelError for an input the network does not accept.
-/// `fused_kernels`: the forward as voxfit's fused CUDA path runs it (--kernels fused on a GPU): an
-/// instance norm without affine parameters, residual or ReLU keeps only its output (not the
-/// convolution output before it), and a decoder keeps its upsampled input instead of the
-/// concatenation (kernels::convs_of_concat).
+/// Which of voxfit's CUDA paths the forward runs (--kernels fused, --lean-decoders on, on a GPU).
+struct KernelPaths {
+  /// An instance norm without affine parameters, residual or ReLU keeps only its output (not the
+  /// convolution output before it): kernels::instance_norm_act.
+  bool fused_norms = false;
+  /// A decoder keeps its upsampled input instead of the concatenation: kernels::convs_of_concat.
+  bool lean_decoders = false;
+};
+
 ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
-                                        c10::ScalarType compute = c10::kFloat, bool fused_kernels = false);
+                                        c10::ScalarType compute = c10::kFloat, const KernelPaths& paths = {});
 
 }  // namespace voxfit::models

@@ -6,6 +6,7 @@
 
 #include "voxfit/data/patch_loader.h"
 #include "voxfit/memory/memory_breakdown.h"
+#include "voxfit/models/memory_estimate.h"
 #include "voxfit/train/train_step.h"
 
 namespace voxfit::train {
@@ -37,9 +38,9 @@ memory::MemoryBreakdown step_breakdown(const memory::MemoryTracker& tracker, Tra
 /// Static: parameters and buffers as the network holds them, AdamW's two float32 moments a
 /// parameter (SGD: one momentum buffer) and a step counter, the loss scaler's scale and tracker.
 /// device is "predicted". Throws UnsupportedError for networks without an analytic model.
-/// `fused_kernels`: the activations of voxfit's fused CUDA path (models::estimate_activations).
+/// `paths`: which of voxfit's CUDA paths the forward runs (models::estimate_activations).
 memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
-                                            const StepOptions& options, bool fused_kernels = false);
+                                            const StepOptions& options, const models::KernelPaths& paths = {});
 /// Backward's transient gradients in units of the largest activation tensor L (in the UNets, the
 /// last decoder stage's concatenation): its gradient (L), the gradient out of the conv that reads
 /// it (L/2) and what the other ops of the stage hold meanwhile. Fitted to CPU measurements of
