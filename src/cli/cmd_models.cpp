@@ -166,7 +166,7 @@ MemoryRequest memory_request(const po::variables_map& vm, const std::string& mod
   MemoryRequest req;
   if (vm.count("precision")) req.step.precision = train::parse_precision(vm["precision"].as<std::string>());
   req.step.optimizer = train::OptimizerOptions::defaults_for(
-      vm.count("optimizer") ? train::parse_optimizer(vm["optimizer"].as<std::string>()) : default_optimizer(model));
+      vm.count("optimizer") ? train::parse_optimizer(vm["optimizer"].as<std::string>()) : train::default_optimizer(model));
   if (vm["measure"].as<bool>()) {
     req.measure_on = device_from(vm);
     train::check_precision_supported(req.step.precision, *req.measure_on);

@@ -84,15 +84,11 @@ void add_training_options(CommandSpec& spec) {
   spec.options.add(d).add(t);
 }
 
-train::OptimizerKind default_optimizer(const std::string& model) {
-  return model == "unet3d" ? train::OptimizerKind::kSgd : train::OptimizerKind::kAdamW;
-}
-
 train::TrainOptions training_options_from(const po::variables_map& vm, const std::string& model) {
   train::TrainOptions o;
   o.step.precision = train::parse_precision(vm["precision"].as<std::string>());
   const auto kind = vm.count("optimizer") ? train::parse_optimizer(vm["optimizer"].as<std::string>())
-                                          : default_optimizer(model);
+                                          : train::default_optimizer(model);
   o.step.optimizer = train::OptimizerOptions::defaults_for(kind);
   if (vm.count("lr")) o.step.optimizer.lr = vm["lr"].as<double>();
   if (vm.count("weight-decay")) o.step.optimizer.weight_decay = vm["weight-decay"].as<double>();

@@ -42,7 +42,14 @@ torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& s) {
 }
 
 std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::Tensor& b,
-                                           const std::vector<std::pair<const nn::AnyModule*, int64_t>>& convs) {
+                                           const std::vector<std::pair<nn::AnyModule*, int64_t>>& convs) {
+  if (!kernels::convs_of_concat_fuses(a)) {  // the reference: the concatenation, each module's forward
+    const auto x = torch::cat({a, b}, 1);
+    std::vector<torch::Tensor> out;
+    for (const auto& [conv, stride] : convs)
+      if (!conv->is_empty()) out.push_back(conv->forward(x));
+    return out;
+  }
   std::vector<kernels::ConcatConv> specs;
   for (const auto& [conv, stride] : convs) {
     if (conv->is_empty()) continue;

@@ -234,8 +234,7 @@ ProbeOptions point_probe(const SweepOptions& o, const data::Plan& plan, const st
   const auto params = o.model_params.find(model);
   if (params != o.model_params.end()) p.model_context.params = params->second;
   p.step.precision = precision;
-  p.step.optimizer = train::OptimizerOptions::defaults_for(model == "unet3d" ? train::OptimizerKind::kSgd
-                                                                               : train::OptimizerKind::kAdamW);
+  p.step.optimizer = train::OptimizerOptions::defaults_for(train::default_optimizer(model));
   return p;
 }
 

@@ -18,6 +18,10 @@ OptimizerOptions OptimizerOptions::defaults_for(OptimizerKind kind) {
   return o;
 }
 
+OptimizerKind default_optimizer(const std::string& model) {
+  return model == "unet3d" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+}
+
 OptimizerKind parse_optimizer(const std::string& text) {
   if (text == "adamw") return OptimizerKind::kAdamW;
   if (text == "sgd") return OptimizerKind::kSgd;

@@ -85,11 +85,12 @@ StepOutput TrainStep::run(const data::Batch& host_batch, double lr, std::int64_t
 }
 
 bool TrainStep::use_graph(const data::Batch& batch) const {
+  if (!options_.cuda_graph) return false;
   if (graph_)
-    return options_.cuda_graph && batch.image.sizes() == graph_batch_.image.sizes() &&
-           batch.image.strides() == graph_batch_.image.strides() && batch.label.sizes() == graph_batch_.label.sizes();
+    return batch.image.sizes() == graph_batch_.image.sizes() && batch.image.strides() == graph_batch_.image.strides() &&
+           batch.label.sizes() == graph_batch_.label.sizes();
 #if defined(VOXFIT_WITH_CUDA)
-  return options_.cuda_graph && !graph_failed_ && device_.is_cuda() && sync_ == nullptr && optimizer_.capturable() &&
+  return !graph_failed_ && device_.is_cuda() && sync_ == nullptr && optimizer_.capturable() &&
          eager_steps_ >= options_.graph_warmup_steps;
 #else
   (void)batch;

@@ -22,9 +22,6 @@ memory::BudgetSpec budget_from(const po::variables_map& vm);
 
 /// --dataset, --cache, precision/optimiser/schedule/loader/augmentation options.
 void add_training_options(CommandSpec& spec);
-/// The optimiser a model trains with unless --optimizer says otherwise: SGD for unet3d (nnU-Net),
-/// AdamW for the transformers.
-train::OptimizerKind default_optimizer(const std::string& model);
 /// TrainOptions from the options above (model context and cache excepted), defaults resolved per
 /// model (SGD + clipping for unet3d as nnU-Net, AdamW for the transformers).
 train::TrainOptions training_options_from(const po::variables_map& vm, const std::string& model);

@@ -27,6 +27,9 @@ struct OptimizerOptions {
 };
 
 OptimizerKind parse_optimizer(const std::string& text);
+/// The optimiser a network trains with unless told otherwise: SGD for unet3d (nnU-Net's), AdamW
+/// for the transformers (their papers').
+OptimizerKind default_optimizer(const std::string& model);
 std::string to_string(OptimizerKind k);
 
 class Optimizer {

@@ -31,7 +31,7 @@ torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& spec);
 /// its stride; undefined modules are left out), through kernels::convs_of_concat: with the fused
 /// kernels autograd keeps a and b, not the concatenation.
 std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::Tensor& b,
-                                           const std::vector<std::pair<const torch::nn::AnyModule*, int64_t>>& convs);
+                                           const std::vector<std::pair<torch::nn::AnyModule*, int64_t>>& convs);
 
 /// Normalisation by name: "instance" (InstanceNorm without affine parameters, MONAI's default),
 /// "instance_affine" (nnU-Net's), "batch", "none". Throws ConfigError naming `what` otherwise.
