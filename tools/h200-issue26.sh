@@ -5,7 +5,7 @@
 # inference (`voxfit cards profile`, summarised by tools/profile-summary.py). Everything goes to
 # $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last).
 #   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
-#   PEER_SEG "model:batches ..." (default unetr:1,2,4); PEER_REF "model:precision ..." (timm)
+#   PEER_SEG "model:batches[:patch] ..." (default unetr:1,2,4; patch 96); PEER_REF "model:precision ..." (timm)
 #   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"; PROFILE_ARGS extra `cards profile`
 #            options of the segmentation profiles (e.g. "--channels-last on --cuda-graph off")
 #   KERNEL_SPECS "model|batches|variants[|extra train options];..." (tools/h200-kernels.sh's VARIANTS)
@@ -68,12 +68,13 @@ if has peers; then
   # configurations above.
   export PYTHONPATH=$PWD/.shared-data/peers
   peer=.shared-data/peers
-  for spec in ${PEER_SEG:-unetr:1,2,4}; do
-    m=${spec%%:*}
-    stamp "peer $m"
-    python3 "$peer/peer_seg.py" --model "$m" --batches "${spec#*:}" --no-search --compile --steps 20 \
-      >"$logs/peer_${m}_compile.log" 2>&1
-    { echo; echo "## MONAI $m + torch.compile"; grep -E '^\{' "$logs/peer_${m}_compile.log" | tail -6; } >>"$summary"
+  for spec in ${PEER_SEG:-unetr:1,2,4}; do  # model:batches[:patch]
+    IFS=: read -r m pb pp <<<"$spec"
+    pp=${pp:-96}
+    stamp "peer $m $pp"
+    python3 "$peer/peer_seg.py" --model "$m" --batches "$pb" --patch "$pp" --no-search --compile --steps 20 \
+      >"$logs/peer_${m}_${pp}_compile.log" 2>&1
+    { echo; echo "## MONAI $m patch $pp + torch.compile"; grep -E '^\{' "$logs/peer_${m}_${pp}_compile.log" | tail -6; } >>"$summary"
   done
   for spec in ${PEER_REF:-}; do  # model:precision
     stamp "peer $spec"

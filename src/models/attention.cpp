@@ -22,6 +22,15 @@ torch::Tensor math_attention(const torch::Tensor& q, const torch::Tensor& k, con
   return torch::matmul(scores.softmax(-1), v);
 }
 
+// SDPA's memory-efficient kernel needs a mask whose strides (all but the last) are multiples of 8;
+// it pads any other mask itself, a copy of the whole mask on every call (Swin's 343-token windows
+// are never aligned). So pad the key axis here, in q's dtype, before the terms are added: the sum
+// is written aligned once and its narrowed view goes to the kernel as it is.
+torch::Tensor aligned_rows(const torch::Tensor& t, c10::ScalarType dtype) {
+  const int64_t s = t.size(-1), padded = (s + 7) / 8 * 8;
+  return torch::constant_pad_nd(t.to(dtype), {0, padded - s});
+}
+
 // Fused kernels take [B, H, L, D] and a mask broadcastable to [B, H, L, S]: fold every middle
 // dimension of q into H and reshape the additive terms to match without materialising a batch.
 torch::Tensor sdpa_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -32,20 +41,23 @@ torch::Tensor sdpa_attention(const torch::Tensor& q, const torch::Tensor& k, con
   const auto v4 = v.reshape({b, -1, s, v.size(-1)});
   std::optional<torch::Tensor> combined;
   if (bias.defined() || mask.defined()) {
-    torch::Tensor m = bias.defined() && mask.defined() ? bias + mask : (bias.defined() ? bias : mask);
-    const int64_t heads = q4.size(1);
+    const auto dtype = q.scalar_type();
+    torch::Tensor m = bias.defined() && mask.defined() ? aligned_rows(bias, dtype) + aligned_rows(mask, dtype)
+                                                       : aligned_rows(bias.defined() ? bias : mask, dtype);
+    const int64_t padded = m.size(-1), heads = q4.size(1);
+    // The reshapes below merge leading dimensions only, so they stay views of the aligned sum.
     if (m.dim() < q.dim() || m.size(0) == 1) {
       // No batch dimension of its own: one copy for all samples.
       std::vector<int64_t> per_sample(q.sizes().begin() + 1, q.sizes().end() - 1);
-      per_sample.push_back(s);
+      per_sample.push_back(padded);
       if (m.dim() == q.dim()) m = m.squeeze(0);
-      m = m.expand(per_sample).reshape({1, heads, l, s});
+      m = m.expand(per_sample).reshape({1, heads, l, padded});
     } else {
       std::vector<int64_t> full(q.sizes().begin(), q.sizes().end() - 1);
-      full.push_back(s);
-      m = m.expand(full).reshape({b, heads, l, s});
+      full.push_back(padded);
+      m = m.expand(full).reshape({b, heads, l, padded});
     }
-    combined = m.to(q.scalar_type());
+    combined = m.narrow(-1, 0, s);
   }
   auto out = compat::scaled_dot_product_attention(q4, k4, v4, combined);
   std::vector<int64_t> shape(q.sizes().begin(), q.sizes().end() - 1);

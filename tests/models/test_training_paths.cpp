@@ -117,19 +117,49 @@ TEST(Attention, MathAndSdpaAgreeWithBiasAndMask) {
   // Swin layout: [B, windows, heads, n, d] with a per-head bias and a per-window mask.
   const auto q = torch::randn({2, 3, 4, 10, 8}, torch::requires_grad());
   const auto k = torch::randn({2, 3, 4, 10, 8}), v = torch::randn({2, 3, 4, 10, 8});
-  const auto bias = torch::randn({4, 10, 10});
+  // 10 keys: not a multiple of 8, so the sdpa path pads the mask's rows (aligned_rows).
+  const auto bias = torch::randn({4, 10, 10}, torch::requires_grad());
   const auto mask = torch::where(torch::rand({3, 1, 10, 10}) > 0.5, torch::full({}, -100.0f), torch::zeros({}));
   const auto math = attention(q, k, v, bias, mask, AttentionMode::kMath);
   const auto sdpa = attention(q, k, v, bias, mask, AttentionMode::kSdpa);
   ASSERT_EQ(math.sizes(), q.sizes());
   EXPECT_TRUE(torch::allclose(math, sdpa, 1e-5, 1e-5)) << (math - sdpa).abs().max().item<double>();
-  const auto gm = torch::autograd::grad({math.sum()}, {q})[0];
-  const auto gs = torch::autograd::grad({sdpa.sum()}, {q})[0];
-  EXPECT_TRUE(torch::allclose(gm, gs, 1e-4, 1e-5));
+  const auto w = torch::randn(q.sizes());  // a loss whose gradient differs per element
+  const auto gm = torch::autograd::grad({(math * w).sum()}, {q, bias});
+  const auto gs = torch::autograd::grad({(sdpa * w).sum()}, {q, bias});
+  EXPECT_TRUE(torch::allclose(gm[0], gs[0], 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(gm[1], gs[1], 1e-4, 1e-5)) << (gm[1] - gs[1]).abs().max().item<double>();
 
   // Explicit softmax(q k^T / sqrt(d)) v for one window and head.
   const auto s = torch::matmul(q[1][2][3], k[1][2][3].t()) / std::sqrt(8.0) + bias[3] + mask[2][0];
   EXPECT_TRUE(torch::allclose(math[1][2][3], torch::matmul(s.softmax(-1), v[1][2][3]), 1e-5, 1e-6));
+}
+
+// The fused kernel itself (memory-efficient attention, fp16) on a Swin-shaped shifted window: 27
+// tokens, 3 heads of 16, a learned bias and a window mask; against the math path in fp32.
+TEST(Attention, CudaHalfSdpaMatchesMathWithBiasAndMask) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  torch::manual_seed(0);
+  const auto dev = torch::Device(torch::kCUDA);
+  const auto q = torch::randn({2, 5, 3, 27, 16}, dev), k = torch::randn_like(q), v = torch::randn_like(q);
+  const auto bias = torch::randn({3, 27, 27}, dev).requires_grad_();
+  const auto mask = torch::where(torch::rand({5, 1, 27, 27}, dev) > 0.5, torch::full({}, -100.0f, dev),
+                                 torch::zeros({}, dev));
+  const auto w = torch::randn_like(q);
+  const auto qh = q.to(torch::kHalf).requires_grad_();
+  const auto fused = attention(qh, k.to(torch::kHalf), v.to(torch::kHalf), bias, mask, AttentionMode::kSdpa);
+  ASSERT_EQ(fused.scalar_type(), torch::kHalf);
+  const auto g = torch::autograd::grad({(fused.to(torch::kFloat) * w).sum()}, {qh, bias});
+  const auto qf = qh.detach().to(torch::kFloat).requires_grad_();
+  const auto kf = k.to(torch::kHalf).to(torch::kFloat), vf = v.to(torch::kHalf).to(torch::kFloat);
+  const auto ref = attention(qf, kf, vf, bias, mask, AttentionMode::kMath);
+  const auto gr = torch::autograd::grad({(ref * w).sum()}, {qf, bias});
+  EXPECT_TRUE(torch::allclose(fused.to(torch::kFloat), ref, 1e-2, 1e-2))
+      << (fused.to(torch::kFloat) - ref).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(g[0].to(torch::kFloat), gr[0], 3e-2, 3e-2))
+      << (g[0].to(torch::kFloat) - gr[0]).abs().max().item<double>();
+  const double bias_error = (g[1] - gr[1]).norm().item<double>() / gr[1].norm().item<double>();
+  EXPECT_LT(bias_error, 1e-2);
 }
 
 TEST(Attention, SdpaAgreesWithoutGradAndWithoutMask) {
