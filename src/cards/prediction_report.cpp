@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "voxfit/core/atomic_file.h"
+#include "voxfit/core/gnuplot.h"
 
 namespace voxfit::cards {
 
@@ -201,8 +202,8 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
     write_file_atomic(dir / "fit_throughput.csv", fcsv.str());
   }
 
-  bool plotted = false;
-  if (plot && !predictions.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+  std::string not_plotted = !plot ? "--plot off" : predictions.empty() ? "no predictions" : "";
+  if (not_plotted.empty()) {
     std::ostringstream dat;
     dat << "card";
     for (const auto& p : predictions) dat << " \"" << p.profile.label() << "\"";
@@ -213,21 +214,17 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
       dat << "\n";
     }
     write_file_atomic(dir / "predictions.dat", dat.str());
+    GnuplotScript script(1200, 700);
     std::ostringstream gp;
-    gp << "set terminal pngcairo size 1200,700 noenhanced\nset output '" << (dir / "predictions.png.tmp").string()
-       << "'\nset title 'Predicted throughput per card'\nset ylabel 'samples/s'\nset logscale y\nset grid ytics\n"
+    gp << script.output(dir / "predictions.png")
+       << "set title 'Predicted throughput per card'\nset ylabel 'samples/s'\nset logscale y\nset grid ytics\n"
        << "set style data histograms\nset style histogram cluster gap 1\nset style fill solid 0.8 border -1\n"
        << "set xtics rotate by -45\nset key outside right\n"
-       << "plot for [i=2:" << predictions.size() + 1 << "] '" << (dir / "predictions.dat").string()
-       << "' using i:xtic(1) title columnheader(i)\n";
-    write_file_atomic(dir / "predictions.gp", gp.str());
-    const std::string cmd = "gnuplot '" + (dir / "predictions.gp").string() + "' >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) {
-      rename_durable(dir / "predictions.png.tmp", dir / "predictions.png");
-      plotted = true;
-    }
+       << "plot for [i=2:" << predictions.size() + 1 << "] " << gnuplot_quoted((dir / "predictions.dat").string())
+       << " using i:xtic(1) title columnheader(i)\n";
+    not_plotted = script.run(dir / "predictions.gp", gp.str());
   }
-  md << (plotted ? "\n![predicted throughput](predictions.png)\n" : "\n(no plot: gnuplot is not here or --plot off)\n");
+  md << (not_plotted.empty() ? "\n![predicted throughput](predictions.png)\n" : "\n(no plot: " + not_plotted + ")\n");
   write_file_atomic(dir / "predictions.md", md.str());
   return md.str();
 }

@@ -9,11 +9,12 @@
 #include "voxfit/cli/model_options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
-#include "voxfit/core/atomic_file.h"
-#include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
-#include "voxfit/dist/launch.h"
 #include "voxfit/memory/card_table.h"
+#include "voxfit/sweep/distribute.h"
+#include "voxfit/sweep/isolated_probe.h"
+#include "voxfit/sweep/journal.h"
+#include "voxfit/sweep/report.h"
 #include "voxfit/sweep/sweep.h"
 
 namespace voxfit::cli {
@@ -45,12 +46,6 @@ std::vector<memory::BudgetSpec> parse_budgets(const std::string& text) {
   return out;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // "I/N" of --shard.
 std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
   const auto slash = text.find('/');
@@ -62,17 +57,6 @@ std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
   } catch (const std::exception&) {
   }
   throw ConfigError("--shard: expected I/N with 0 <= I < N, got '" + text + "'");
-}
-
-// Every journal of a distributed sweep in DIR: DIR/points/*/results.jsonl.
-std::vector<fs::path> point_journals(const fs::path& dir) {
-  std::vector<fs::path> out;
-  if (fs::is_directory(dir / "points"))
-    for (const auto& d : fs::directory_iterator(dir / "points"))
-      if (fs::exists(d.path() / "results.jsonl")) out.push_back(d.path() / "results.jsonl");
-  std::sort(out.begin(), out.end());
-  if (out.empty()) throw ConfigError((dir / "points").string() + ": no */results.jsonl to merge");
-  return out;
 }
 
 const std::set<std::string> kDistributionOptions = {"--emit-slurm", "--parallel", "--shard", "--output", "--dataset",
@@ -98,7 +82,7 @@ int cmd_sweep(const Args& args) {
       ("checkpointing", po::value<std::string>()->value_name("LIST"), "none, blocks, all [the --checkpoint value]")
       ("budgets", po::value<std::string>()->value_name("LIST"),
        "card ids of data/cards.csv or sizes, e.g. rtx3090,a40 or 24GiB,48GiB [--card / --vram]")
-      ("max-batch", po::value<int64_t>()->default_value(4096)->value_name("B"), "never probe above this batch")
+      ("max-batch", po::value<int64_t>()->default_value(sweep::kMaxBatchCap)->value_name("B"), "never probe above this batch")
       ("warmup-steps", po::value<int>()->default_value(2)->value_name("N"), "untimed training steps per probe")
       ("timed-steps", po::value<int>()->default_value(3)->value_name("N"), "timed training steps per probe (>= 1)")
       ("no-throughput-table", po::bool_switch(), "only the search's probes, no extra timing at powers of two")
@@ -121,7 +105,7 @@ int cmd_sweep(const Args& args) {
   if (!parse_command(spec, args, vm)) return 0;
   if (vm.count("merge")) {
     const fs::path dir = vm["merge"].as<std::string>();
-    const auto entries = sweep::merge_journals(point_journals(dir), dir);
+    const auto entries = sweep::merge_journals(sweep::point_journals(dir), dir);
     std::printf("%s: %zu points merged (results.jsonl, results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
     return 0;
   }
@@ -176,7 +160,9 @@ int cmd_sweep(const Args& args) {
   o.probe.timed_steps = vm["timed-steps"].as<int>();
   if (o.probe.warmup_steps < 0 || o.probe.timed_steps < 1)
     throw ConfigError("--warmup-steps must be >= 0 and --timed-steps >= 1");
+  o.validation_fraction = t.validation_fraction;
   for (const auto& m : o.grid.models) {
+    o.optimizers[m] = training_options_from(vm, m).step.optimizer;  // --optimizer, --lr, ... over m's default
     const auto ctx = model_context_from(vm, m, /*only_own_params=*/true);
     o.model_params[m] = ctx.params;
     o.probe.model_context.attention = ctx.attention;
@@ -208,63 +194,24 @@ int cmd_sweep(const Args& args) {
     cmd.insert(cmd.end(), extra.begin(), extra.end());
     return cmd;
   };
-  const auto point_command = [&](const std::string& shard, const std::string& output, bool keep_device = true) {
+  const sweep::PointCommand point_command = [&](const std::string& shard, const std::string& output, bool keep_device) {
     return child_command({"--shard", shard, "--output", output}, keep_device);
   };
   if (vm["isolate"].as<bool>())
     o.isolate = [child_command, &o](const std::string& key) {
-      return isolated_probe(
+      return sweep::isolated_probe(
           child_command({"--output", fs::absolute(o.output_dir).string(), "--probe-point", key}, true, {"--isolate"}),
           o.output_dir);
     };
   if (vm.count("emit-slurm")) {
-    const fs::path dir = fs::absolute(o.output_dir);
-    fs::create_directories(dir / "logs");
-    std::ostringstream sh;
-    sh << "#!/bin/bash\n"
-       << "# Written by `voxfit sweep --emit-slurm`: " << points << " sweep points, one per array task, each\n"
-       << "# journalled in its own folder. Submit: sbatch " << (dir / "sweep.sbatch").string() << "\n"
-       << "# (add --partition/--account there or on sbatch's command line); when every task has finished:\n"
-       << "#   voxfit sweep --merge " << dir.string() << "\n"
-       << "#SBATCH --job-name=voxfit-sweep\n"
-       << "#SBATCH --array=0-" << points - 1 << "\n"
-       << "#SBATCH --ntasks=1\n#SBATCH --gpus-per-task=1\n#SBATCH --cpus-per-task=8\n"
-       << "#SBATCH --chdir=" << fs::current_path().string() << "\n"
-       << "#SBATCH --output=" << (dir / "logs" / "%A_%a.log").string() << "\n"
-       << "set -euo pipefail\n"
-       << "exec " << shell_quote(fs::read_symlink("/proc/self/exe").string());
-    const auto cmd = point_command("SHARD", "OUT");
-    for (size_t i = 1; i < cmd.size(); ++i) {
-      if (cmd[i] == "SHARD") sh << " \"$SLURM_ARRAY_TASK_ID/" << points << "\"";
-      else if (cmd[i] == "OUT") sh << " \"" << (dir / "points").string() << "/$SLURM_ARRAY_TASK_ID\"";
-      else sh << " " << shell_quote(cmd[i]);
-    }
-    sh << "\n";
-    write_file_atomic(dir / "sweep.sbatch", sh.str());
-    fs::permissions(dir / "sweep.sbatch", fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    const auto script = sweep::write_slurm_array(o.output_dir, points, point_command);
     std::printf("%s: a Slurm job array of %zu points (one per task); submit it with sbatch, then run "
-                "voxfit sweep --merge %s\n", (dir / "sweep.sbatch").c_str(), points, dir.c_str());
+                "voxfit sweep --merge %s\n", script.c_str(), points, fs::absolute(o.output_dir).c_str());
     return 0;
   }
   if (const int n = vm["parallel"].as<int>(); n != 0) {
-    if (n < 1) throw ConfigError("--parallel: expected 1 or more, got " + std::to_string(n));
-    const bool gpus = o.probe.device.is_cuda();
-    if (gpus && n > static_cast<int>(cuda_devices().size()))
-      throw ConfigError("--parallel " + std::to_string(n) + ": there are only " + std::to_string(cuda_devices().size()) +
-                        " GPU(s) (use --device cpu to run CPU points side by side)");
-    std::vector<std::vector<std::string>> commands;
-    for (int g = 0; g < n; ++g) {
-      auto cmd = point_command(std::to_string(g) + "/" + std::to_string(n),
-                               (fs::absolute(o.output_dir) / "points" / ("gpu" + std::to_string(g))).string(),
-                               /*keep_device=*/false);
-      cmd.push_back("--device");
-      cmd.push_back(gpus ? "cuda:" + std::to_string(g) : "cpu");
-      commands.push_back(cmd);
-    }
     std::printf("sweep: %zu points on %d processes\n", points, n);
-    std::fflush(stdout);
-    if (const int rc = dist::run_processes(commands); rc != 0) return rc;
-    const auto entries = sweep::merge_journals(point_journals(o.output_dir), o.output_dir);
+    const auto entries = sweep::run_parallel(o.output_dir, n, o.probe.device.is_cuda(), point_command);
     std::ifstream summary(o.output_dir / "summary.md");
     std::cout << "\n" << summary.rdbuf() << "\n" << entries.size() << " points merged into " << o.output_dir.string()
               << "/\n";

@@ -10,48 +10,13 @@
 #include "voxfit/dist/communicator.h"
 #include "voxfit/dist/launch.h"
 #include "voxfit/dist/rank.h"
+#include "voxfit/sweep/isolated_probe.h"
+#include "voxfit/sweep/run_search.h"
 #include "voxfit/sweep/sweep.h"
 
 namespace voxfit::cli {
 
 namespace {
-
-// What a max-batch search on this run's exact settings probes: the plan, the training cases and
-// the probe settings.
-struct SearchSetup {
-  data::Plan plan;
-  std::shared_ptr<const data::CacheIndex> index;
-  sweep::ProbeOptions probe;
-};
-
-SearchSetup search_setup(const train::TrainOptions& o, bool data_parallel) {
-  SearchSetup s{data::load_plan(o.cache_dir), nullptr, {}};
-  sweep::ProbeOptions& p = s.probe;
-  p.model = o.model;
-  p.model_context = o.model_context;
-  p.model_context.in_channels = s.plan.channels();
-  p.model_context.num_classes = s.plan.num_classes();
-  p.step = o.step;
-  p.loader = o.loader;
-  p.device = o.device;
-  p.seed = o.seed;
-  p.data_parallel = data_parallel;
-  const auto split = data::split_cases(s.plan.case_ids(), o.validation_fraction, o.seed + 12345);
-  s.index = data::CacheIndex::load(s.plan, split.train);
-  return s;
-}
-
-// --batch max: the search a sweep runs, on this run's exact settings, then train at its answer.
-int64_t max_batch_for(const train::TrainOptions& o, bool data_parallel, const sweep::IsolatedProbe& isolated) {
-  const SearchSetup s = search_setup(o, data_parallel);
-  const auto e = sweep::search_point(s.plan, s.index, s.probe, o.budget, 4096, false, isolated);
-  std::printf("--batch max: %lld fits under %s, %lld does not (%d probes, %.1f s%s)\n",
-              static_cast<long long>(e["max_batch"].get<int64_t>()), o.budget.label().c_str(),
-              static_cast<long long>(e["first_failing"].get<int64_t>()), e["probes"].get<int>(),
-              e["seconds"].get<double>(), isolated ? ", each probe in its own process" : "");
-  if (e["max_batch"].get<int64_t>() < 1) throw BudgetError("--batch max: not even batch 1 trains under " + o.budget.label());
-  return e["max_batch"].get<int64_t>();
-}
 
 // The loader pads cases smaller than the patch (nnU-Net and MONAI do too, e.g. 96^3 patches of
 // thin CT volumes), but a patch more than twice every case along an axis would train mostly on
@@ -154,7 +119,7 @@ int cmd_train(const Args& args) {
   check_patch_fits_cases(data::load_plan(o.cache_dir), o.model_context.patch);
   // An isolated probe's own process: one probe of the search, its answer to --probe-output.
   if (run_isolated_probe(vm, [&](std::int64_t b) {
-        const SearchSetup s = search_setup(o, vm["probe-data-parallel"].as<bool>());
+        const auto s = sweep::run_search(o, vm["probe-data-parallel"].as<bool>());
         return sweep::run_probe_here(s.index, s.probe, o.budget, b);
       }))
     return 0;
@@ -169,9 +134,14 @@ int cmd_train(const Args& args) {
                             std::string("--device"), o.device.str()})
         cmd.push_back(a);
       if (comm) cmd.push_back("--probe-data-parallel");
-      isolated = isolated_probe(cmd, o.output_dir);
+      isolated = sweep::isolated_probe(cmd, o.output_dir);
     }
-    o.batch = max_batch_for(o, comm != nullptr, isolated);
+    const auto e = sweep::search_max_batch(o, comm != nullptr, isolated);
+    o.batch = e["max_batch"].get<int64_t>();
+    std::printf("--batch max: %lld fits under %s, %lld does not (%d probes, %.1f s%s)\n",
+                static_cast<long long>(o.batch), o.budget.label().c_str(),
+                static_cast<long long>(e["first_failing"].get<int64_t>()), e["probes"].get<int>(),
+                e["seconds"].get<double>(), isolated ? ", each probe in its own process" : "");
     if (comm) o.batch = static_cast<int64_t>(-comm->max(-static_cast<double>(o.batch)));  // the smallest card's
   } else {
     try {

@@ -1,18 +1,13 @@
 #include "voxfit/cli/train_options.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <fstream>
 #include <iostream>
 
-#include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/data/preprocess.h"
-#include "voxfit/dist/launch.h"
 #include "voxfit/io/dataset.h"
 #include "voxfit/memory/card_table.h"
+#include "voxfit/sweep/isolated_probe.h"
 
 namespace voxfit::cli {
 
@@ -136,47 +131,10 @@ void add_isolate_options(CommandSpec& spec) {
       "probe-point", po::value<std::string>());
 }
 
-sweep::IsolatedProbe isolated_probe(std::vector<std::string> command, std::filesystem::path scratch) {
-  return [command = std::move(command), scratch = std::move(scratch)](std::int64_t batch) {
-    static std::atomic<int> count{0};
-    const std::filesystem::path file =
-        scratch / (".probe-" + std::to_string(::getpid()) + "-" + std::to_string(count++) + ".json");
-    auto cmd = command;
-    for (const auto& a : {std::string("--probe-batch"), std::to_string(batch), std::string("--probe-output"), file.string()})
-      cmd.push_back(a);
-    std::filesystem::create_directories(scratch);
-    std::fflush(stdout);
-    // A probe process is never a rank of a data-parallel job, even when its parent is one.
-    const int rc = dist::run_processes({cmd}, [](int) {
-      for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                            "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"})
-        ::unsetenv(v);
-    });
-    nlohmann::json out;
-    {
-      std::ifstream in(file);
-      if (in) out = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    }
-    std::error_code ignored;
-    std::filesystem::remove(file, ignored);
-    const std::string what = "isolated probe at batch " + std::to_string(batch);
-    if (rc != 0) throw Error(what + ": its process failed (exit status " + std::to_string(rc) + ")");
-    if (!out.is_object()) throw Error(what + ": its process wrote no result to " + file.string());
-    if (out.contains("unsupported")) throw UnsupportedError(out["unsupported"].get<std::string>());
-    return out;
-  };
-}
-
 bool run_isolated_probe(const po::variables_map& vm, const std::function<nlohmann::json(std::int64_t batch)>& probe) {
   if (!vm.count("probe-batch")) return false;
   if (!vm.count("probe-output")) throw ConfigError("--probe-batch needs --probe-output FILE");
-  nlohmann::json out;
-  try {
-    out = probe(vm["probe-batch"].as<std::int64_t>());
-  } catch (const UnsupportedError& e) {
-    out = {{"unsupported", e.what()}};
-  }
-  write_file_atomic(vm["probe-output"].as<std::string>(), out.dump() + "\n");
+  sweep::answer_isolated_probe(vm["probe-batch"].as<std::int64_t>(), vm["probe-output"].as<std::string>(), probe);
   return true;
 }
 

@@ -169,4 +169,8 @@ Split split_cases(std::vector<std::string> ids, double validation_fraction, std:
   return s;
 }
 
+Split run_split(const Plan& plan, double validation_fraction, std::uint64_t seed) {
+  return split_cases(plan.case_ids(), validation_fraction, seed + 12345);
+}
+
 }  // namespace voxfit::data

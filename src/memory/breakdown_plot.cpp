@@ -3,11 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <sstream>
 
 #include "voxfit/core/atomic_file.h"
+#include "voxfit/core/gnuplot.h"
 #include "voxfit/memory/memory_breakdown.h"
 
 namespace voxfit::memory {
@@ -19,24 +19,11 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// `text` inside a single-quoted gnuplot string (two quotes stand for one there).
-std::string gp_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs `script` (written beside `png`) and puts the picture in place; "" or why not.
+// Draws `png` with `script` (written beside it as PNG.gp); "" or why not.
 std::string run_gnuplot(const fs::path& png, const std::string& script) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "gnuplot is not installed";
-  const fs::path gp = png.string() + ".gp";
-  AtomicPath out(png);  // a kill mid-plot leaves a temp the next run removes, never a half PNG
-  write_file_atomic(gp, "set terminal pngcairo size 1100,700 noenhanced\nset output " + gp_quoted(out.temp().string()) +
-                            "\n" + script);
-  const std::string cmd = "gnuplot '" + gp.string() + "' >/dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) return "gnuplot failed on " + gp.filename().string();
-  out.commit();
-  return "";
+  GnuplotScript gp;
+  const std::string output = gp.output(png);
+  return gp.run(png.string() + ".gp", output + script);
 }
 
 }  // namespace
@@ -75,7 +62,7 @@ std::string write_breakdown_bars(const std::vector<std::pair<std::string, json>>
   const fs::path data = png.string() + ".dat";
   write_file_atomic(data, dat.str());
   std::ostringstream gp;
-  gp << "set title " << gp_quoted(title) << "\nset ylabel 'GiB'\nset key outside right\nset grid ytics\n"
+  gp << "set title " << gnuplot_quoted(title) << "\nset ylabel 'GiB'\nset key outside right\nset grid ytics\n"
      << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
      // gnuplot's default line types repeat after eight: a 20-colour palette keeps neighbours apart.
      << "colors = '#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf "
@@ -106,7 +93,7 @@ std::string write_components_by_batch(const std::vector<json>& breakdowns, const
   const fs::path data = png.string() + ".dat";
   write_file_atomic(data, dat.str());
   std::ostringstream gp;
-  gp << "set title " << gp_quoted(title) << "\nset xlabel 'batch'\nset ylabel 'GiB at the peak'\nset key outside right\n"
+  gp << "set title " << gnuplot_quoted(title) << "\nset xlabel 'batch'\nset ylabel 'GiB at the peak'\nset key outside right\n"
      << "set grid\nplot '" << data.string() << "' using 1:2 with linespoints title 'static', '' using 1:3 with "
      << "linespoints title 'batch', '' using 1:4 with linespoints title 'activations', '' using 1:5 with "
      << "linespoints title 'workspace', '' using 1:6 with linespoints title 'fragmentation'\n";

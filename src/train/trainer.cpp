@@ -211,7 +211,7 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
     comm->barrier();  // rank 0 has made the run folder
   }
 
-  auto split = data::split_cases(plan.case_ids(), o.validation_fraction, o.seed + 12345);
+  auto split = data::run_split(plan, o.validation_fraction, o.seed);
   if (split.validation.empty()) split.validation = split.train;  // one case: validate on it
   data::LoaderOptions lo = o.loader;
   lo.patch = {ctx.patch[0], ctx.patch[1], ctx.patch[2]};

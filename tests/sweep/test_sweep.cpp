@@ -10,6 +10,7 @@
 #include "voxfit/data/plan.h"
 #include "voxfit/memory/budget.h"
 #include "voxfit/memory/oom.h"
+#include "voxfit/sweep/report.h"
 #include "voxfit/sweep/sweep.h"
 
 namespace voxfit::sweep {
@@ -212,10 +213,16 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
 TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {
   auto r = test::run_voxfit("sweep --dataset " + test::prepared_ct_cache().string() +
                             " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
-                            " --budgets 256MiB --warmup-steps 1 --timed-steps 2 --no-throughput-table --output " + (dir() / "out").string());
+                            " --budgets 256MiB --warmup-steps 1 --timed-steps 2 --no-throughput-table"
+                            " --optimizer adamw --lr 3e-4 --validation-fraction 0.5 --output " + (dir() / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("max batch"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir() / "out" / "results.csv"));
+  // The probes train with the optimiser asked for, not unet3d's default SGD.
+  const auto entries = read_journal(dir() / "out" / "results.jsonl");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].value("optimizer", ""), "adamw");
+  EXPECT_DOUBLE_EQ(entries[0].value("lr", 0.0), 3e-4);
   r = test::run_voxfit("sweep --dataset " + test::prepared_ct_cache().string() + " --models unet3d --output " +
                        (dir() / "x").string());
   EXPECT_EQ(r.exit_code, 2);

@@ -8,7 +8,7 @@
 
 #include "voxfit/cli/options.h"
 #include "voxfit/memory/budget.h"
-#include "voxfit/sweep/sweep.h"
+#include <nlohmann/json.hpp>
 #include "voxfit/train/trainer.h"
 
 namespace voxfit::cli {
@@ -36,13 +36,8 @@ std::filesystem::path card_table_path();
 /// --isolate (each probe of a max-batch search in a fresh process), and the hidden options of such
 /// a process: --probe-batch B, --probe-output FILE (and --probe-point KEY for a sweep).
 void add_isolate_options(CommandSpec& spec);
-/// The parent's side of --isolate: a probe at batch B runs `command` (voxfit's own arguments, this
-/// command line on the prepared cache) plus --probe-batch B --probe-output FILE as a new process and
-/// returns the JSON it wrote (FILE lies in `scratch` and is removed). A probe process that fails is
-/// an Error; one that found the setting unsupported becomes an UnsupportedError here.
-sweep::IsolatedProbe isolated_probe(std::vector<std::string> command, std::filesystem::path scratch);
-/// The child's side: true when this process is an isolated probe (--probe-batch given); it then
-/// ran `probe` and wrote its JSON (or {"unsupported": why}) to --probe-output atomically.
+/// The child's side of --isolate (sweep/isolated_probe.h): true when this process is an isolated
+/// probe (--probe-batch given); it then answered with `probe` into --probe-output.
 bool run_isolated_probe(const po::variables_map& vm, const std::function<nlohmann::json(std::int64_t batch)>& probe);
 
 }  // namespace voxfit::cli

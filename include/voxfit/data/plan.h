@@ -74,4 +74,9 @@ struct Split {
 /// and seed always give the same split, whatever the order of `ids`.
 Split split_cases(std::vector<std::string> ids, double validation_fraction = 0.2, std::uint64_t seed = 12345);
 
+/// The split a run with seed `seed` trains and validates on: split_cases of the plan's cases with
+/// seed + 12345 (so it is not drawn from the weights' stream). `voxfit train`, its --batch max
+/// search and a sweep's probes all train on its `train` part.
+Split run_split(const Plan& plan, double validation_fraction, std::uint64_t seed);
+
 }  // namespace voxfit::data

@@ -30,6 +30,10 @@ struct Probe {
 /// Runs a probe at `batch`; must recover fully from an OOM before returning fits = false.
 using ProbeFn = std::function<Probe(std::int64_t batch)>;
 
+/// The largest batch any search probes unless told otherwise (`voxfit train --batch max`, a sweep's
+/// --max-batch default): far above what a 3D network trains at on any card.
+inline constexpr std::int64_t kMaxBatchCap = 4096;
+
 /// Linear memory model: peak = static_bytes + per_sample_bytes * batch (least squares).
 struct MemoryFit {
   double static_bytes = 0;
@@ -45,7 +49,7 @@ MemoryFit fit_memory(const std::vector<Probe>& probes);
 struct SearchOptions {
   std::uint64_t usable_bytes = 0;          ///< the budget's cap on tensor memory (for the prediction)
   std::vector<std::int64_t> fit_batches{1, 2};  ///< measured first, to fit the model
-  std::int64_t max_batch = 4096;           ///< never probe above this (a budget larger than needed)
+  std::int64_t max_batch = kMaxBatchCap;   ///< never probe above this (a budget larger than needed)
 };
 
 struct SearchResult {

@@ -1,8 +1,7 @@
 #pragma once
 // Sweeps: every combination of models x patches x precisions x checkpointing x budgets gets a
-// max-batch search and a throughput table, journalled to DIR/results.jsonl (one JSON object per
-// configuration, so an interrupted sweep resumes where it stopped), then reported as
-// results.csv, summary.md (budgets side by side) and PNG plots.
+// max-batch search and a throughput table, journalled to DIR/results.jsonl (journal.h), then
+// reported as results.csv, summary.md (budgets side by side) and PNG plots (report.h).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -10,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "voxfit/memory/budget.h"
+#include "voxfit/sweep/isolated_probe.h"
+#include "voxfit/sweep/journal.h"
 #include "voxfit/sweep/training_probe.h"
 
 namespace voxfit::sweep {
@@ -22,20 +23,20 @@ struct SweepGrid {
   std::vector<memory::BudgetSpec> budgets;  ///< at least one
 };
 
-/// One probe of a search run somewhere else (`--isolate`: a fresh voxfit process per probe, so no
-/// allocator state, cuDNN cache or CUDA error carries over). Given a batch it returns what
-/// run_probe_here() returned there; batch 0 asks only for the budget's report.
-using IsolatedProbe = std::function<nlohmann::json(std::int64_t batch)>;
-
 struct SweepOptions {
   std::filesystem::path cache_dir;
   std::filesystem::path output_dir;
   SweepGrid grid;
   ProbeOptions probe;  ///< model/patch/precision/checkpoint are set per point
-  std::int64_t max_batch = 4096;
+  std::int64_t max_batch = kMaxBatchCap;
   bool throughput_table = true;  ///< also time powers of two below the maximum
   /// Model parameters per model name (e.g. unet3d: stages=5), applied where the model has them.
   std::map<std::string, std::map<std::string, std::string>> model_params;
+  /// The optimiser per model name, as the run options resolve it (the user's --optimizer, --lr,
+  /// ... over each network's default); a model not listed trains with its default.
+  std::map<std::string, train::OptimizerOptions> optimizers;
+  /// The probes draw their patches from the training part of the split a run makes (run_split).
+  double validation_fraction = 0.2;
   /// Distributed sweeps: run only the points whose index in the grid (models, then patches,
   /// precisions, checkpointing, budgets) is shard modulo shards; the rest belong to other
   /// processes (a Slurm array task, a local GPU) whose journals merge_journals() joins.
@@ -77,17 +78,5 @@ nlohmann::json run_probe_here(std::shared_ptr<const data::CacheIndex> index, con
 /// run_probe_here() for the grid point of `options` whose journal key is `key` (the process of a
 /// sweep's isolated probe). Throws ConfigError when the grid has no such point.
 nlohmann::json run_sweep_probe(const SweepOptions& options, const std::string& key, std::int64_t batch);
-
-/// Journal entries in file order; a truncated last line (a crash mid-write) is skipped.
-std::vector<nlohmann::json> read_journal(const std::filesystem::path& file);
-
-/// Joins the journals of a distributed sweep into `dir`/results.jsonl (written atomically) and
-/// rewrites the reports; an entry keeps its first appearance's place, a measured entry replaces a
-/// skipped one for the same key. Returns the merged entries; throws ConfigError if there are none.
-std::vector<nlohmann::json> merge_journals(const std::vector<std::filesystem::path>& journals,
-                                           const std::filesystem::path& dir);
-
-/// results.csv, summary.md and the plots (plots need gnuplot; without it the summary says so).
-void write_reports(const std::vector<nlohmann::json>& entries, const std::filesystem::path& dir);
 
 }  // namespace voxfit::sweep

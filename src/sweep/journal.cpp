@@ -1,0 +1,94 @@
+#include "voxfit/sweep/journal.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "voxfit/core/atomic_file.h"
+#include "voxfit/core/error.h"
+#include "voxfit/sweep/report.h"
+
+namespace voxfit::sweep {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string patch_text(const std::vector<std::int64_t>& patch) {
+  std::string s;
+  for (auto v : patch) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+std::vector<std::int64_t> patch_from_text(const std::string& text) {
+  std::vector<std::int64_t> patch;
+  std::istringstream in(text);
+  for (std::string v; std::getline(in, v, 'x');) patch.push_back(std::atoll(v.c_str()));
+  return patch;
+}
+
+std::int64_t patch_voxels(const std::vector<std::int64_t>& patch) {
+  std::int64_t n = 1;
+  for (auto v : patch) n *= v;
+  return n;
+}
+
+std::vector<json> read_journal(const fs::path& file) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(json::parse(line));
+    } catch (const json::exception&) {
+      // A process killed mid-append leaves a partial last line: that point simply runs again.
+    }
+  }
+  return out;
+}
+
+void forget_probes(const fs::path& file, const std::string& key) {
+  if (!fs::exists(file)) return;
+  std::string kept;
+  for (const auto& e : read_journal(file))
+    if (e.value("key", "") != key) kept += e.dump() + "\n";
+  if (kept.empty()) remove_tree(file);
+  else write_file_atomic(file, kept);
+}
+
+std::vector<json> merge_journals(const std::vector<fs::path>& journals, const fs::path& dir) {
+  std::vector<json> merged;
+  std::map<std::string, std::size_t> at;
+  for (const auto& file : journals)
+    for (auto& e : read_journal(file)) {
+      const std::string key = e.value("key", "");
+      const auto it = at.find(key);
+      if (it == at.end()) {
+        at[key] = merged.size();
+        merged.push_back(std::move(e));
+      } else if (merged[it->second].contains("skipped") && !e.contains("skipped")) {
+        merged[it->second] = std::move(e);
+      }
+    }
+  if (merged.empty()) throw ConfigError(dir.string() + ": no sweep results to merge");
+  fs::create_directories(dir);
+  std::string text;
+  for (const auto& e : merged) text += e.dump() + "\n";
+  write_file_atomic(dir / "results.jsonl", text);
+  write_reports(merged, dir);
+  return merged;
+}
+
+std::vector<fs::path> point_journals(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (fs::is_directory(dir / "points"))
+    for (const auto& d : fs::directory_iterator(dir / "points"))
+      if (fs::exists(d.path() / "results.jsonl")) out.push_back(d.path() / "results.jsonl");
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw ConfigError((dir / "points").string() + ": no */results.jsonl to merge");
+  return out;
+}
+
+}  // namespace voxfit::sweep
