@@ -15,8 +15,8 @@ cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-/tmp/voxfit-learning}
 logs=/tmp/learning-logs
 rm -rf "$logs" && mkdir -p "$logs" "$out"
-# shellcheck source=tools/h200-common.sh
-source tools/h200-common.sh
+# shellcheck source=experiments/common.sh
+source experiments/common.sh
 steps=${STEPS:-2000}
 every=${VALIDATE_EVERY:-200}
 prepare_ct14 "$logs/prepare.log" || exit 1

@@ -119,7 +119,7 @@ KernelTime scale_time(const KernelRecord& kr, double time_us, const memory::Card
   }
   // Faster than the source's roofline: its bytes came from the source's L2, it moved them faster than
   // the assumed memory efficiency, or the byte estimate over-counts. A target with a smaller L2 that
-  // cannot hold one launch's bytes gets its roofline (experiments/results/h200/cards.md, rule 2).
+  // cannot hold one launch's bytes gets its roofline (experiments/cards/results/h200/cards.md, rule 2).
   const double bytes_per_launch = kr.bytes / static_cast<double>(std::max<std::int64_t>(kr.calls, 1));
   if (target.l2_mb < source.l2_mb && bytes_per_launch > target.l2_mb * 1e6)
     roof = dst_us;

@@ -80,7 +80,7 @@ SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
     // with smaller workspaces and the allocator gives back its cache. A probe within 5% of the cap
     // that used over half a sample less than the line through the two largest probes below the cap
     // predicts says little about where the boundary is; in the recorded H200 searches
-    // (experiments/results/h200/grid) it was 0-27% above such a probe. So step up an eighth, or
+    // (experiments/grid/results/h200) it was 0-27% above such a probe. So step up an eighth, or
     // bisect below a failure.
     std::vector<Probe> below_cap;
     for (const auto& p : fitted)

@@ -280,9 +280,9 @@ TEST(Roofline, SourceCardByIdThenByCudaNameElseError) {
 memory::CardTable shipped_cards() { return memory::load_card_table(test::source_dir() / "data" / "cards.csv"); }
 
 // The reference models profiled on the H200 as the published cards ran them (NCHW, math
-// attention): experiments/results/h200/cards/profiles-protocol.
+// attention): experiments/cards/results/h200/profiles-protocol.
 std::vector<KernelProfile> protocol_profiles() {
-  const auto dir = test::source_dir() / "experiments" / "results" / "h200" / "cards" / "profiles-protocol";
+  const auto dir = test::source_dir() / "experiments" / "cards" / "results" / "h200" / "profiles-protocol";
   std::vector<KernelProfile> out;
   for (const char* f : {"resnet50_float16.json", "resnet50_float32.json", "vit_base_patch16_224_float16.json",
                         "vit_base_patch16_224_float32.json"})

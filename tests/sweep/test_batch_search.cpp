@@ -73,7 +73,7 @@ TEST(BatchSearch, CurvedMemoryStillEndsOnAnObservedBoundary) {
 }
 
 // Peak reserved memory recorded by real H200 searches (UNETR / SwinUNETR, 96^3 fp16, expandable
-// segments; experiments/results/h200/memory/expandable): near the cap it flattens and even falls as
+// segments; experiments/memory/results/h200/expandable): near the cap it flattens and even falls as
 // the batch grows, so a straight line through small batches lands short of the boundary. Between
 // recorded batches the replay interpolates; past the boundary everything runs out of memory.
 struct RecordedSearch {
@@ -129,13 +129,13 @@ TEST(BatchSearch, RecordedH200MemoryCurvesFindTheirBoundaryInEightProbes) {
   EXPECT_LE(total, 29u) << "probes over the four recorded searches";
 }
 
-// Every search of the H200 grid journal (experiments/results/h200/grid/results.jsonl, each point's
+// Every search of the H200 grid journal (experiments/grid/results/h200/results.jsonl, each point's
 // probes with their peaks), replayed: the search must end on each recorded boundary, and needs fewer
 // probes in all than the searches that recorded them (the first 52 points ran a search that
 // approached its prediction from 90% below and took 418 probes; replaying a point recorded by this
 // search gives its own probes back).
 TEST(BatchSearch, ReplayedGridSearchesEndOnTheirBoundariesInFewerProbes) {
-  const auto journal = test::source_dir() / "experiments" / "results" / "h200" / "grid" / "results.jsonl";
+  const auto journal = test::source_dir() / "experiments" / "grid" / "results" / "h200" / "results.jsonl";
   std::size_t points = 0, recorded = 0, replayed = 0;
   for (const auto& e : read_journal(journal)) {
     if (e.contains("skipped")) continue;  // a point the sweep could not run has no probes

@@ -1,0 +1,19 @@
+# shellcheck shell=bash
+# Sourced by the experiments/*/run.sh scripts (not run on its own): the binary, the staged data and the
+# 14-class real CT dataset they share, prepared at 1.5 mm into $work/cache.
+#   VOXFIT_BIN     the voxfit binary (default build-cuda/voxfit)
+#   WORK           scratch folder (default /tmp/voxfit-work)
+# A carried .devdeps replaces the machine's folder, env included: unpack again when env is gone.
+[ -f .devdeps/env ] || { [ -f .devdeps/unpack-deps.sh ] && bash .devdeps/unpack-deps.sh -q; }
+[ -f .devdeps/env ] && source .devdeps/env
+vf=${VOXFIT_BIN:-build-cuda/voxfit}
+ts=$PWD/tests/volumes/totalsegmentator
+work=${WORK:-/tmp/voxfit-work}
+mkdir -p "$work"
+
+# prepare_ct14 LOG: experiments/make-ct14-dataset.py, then `voxfit data prepare` at 1.5 mm into $work/cache.
+prepare_ct14() {
+  python3 experiments/make-ct14-dataset.py "$ts" "$work/ct14" >/dev/null || return 1
+  "$vf" data prepare "$work/ct14/dataset.json" --output "$work/cache" --spacing 1.5 -q >"$1" 2>&1 ||
+    { cat "$1"; return 1; }
+}

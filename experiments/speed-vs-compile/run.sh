@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# On the GPU machine (issue 26), one device call: build (tools/device-build.sh --no-tests) unless
+# build-cuda/voxfit exists, the kernel tests, the aten / fused training-throughput matrix
+# (experiments/kernels/run.sh), and kernel profiles of the fused training steps and the reference
+# inference (`voxfit cards profile`, summarised by experiments/profile-summary.py). Everything goes to
+# $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last).
+#   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
+#   PEER_SEG "model:batches[:patch] ..." (default unetr:1,2,4; patch 96); PEER_REF "model:precision ..." (timm)
+#   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"; PROFILE_ARGS extra `cards profile`
+#            options of the segmentation profiles (e.g. "--channels-last on --cuda-graph off")
+#   KERNEL_SPECS "model|batches|variants[|extra train options];..." (experiments/kernels/run.sh's VARIANTS)
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+out=${OUT:-/tmp/voxfit-issue26}
+logs=/tmp/issue26-logs
+rm -rf "$logs" && mkdir -p "$logs" "$out"
+summary="$out/summary.md"
+: >"$summary"
+phases=" ${PHASES:-build tests kernels bench profile} "
+has() { [[ "$phases" == *" $1 "* ]]; }
+start=$(date +%s)
+# Each phase packs what the last ones logged, so a call cut off by its time limit still returns them.
+stamp() {
+  echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$logs/timeline.log"
+  tar -czf "$out/issue26.tar.gz" -C "$logs" . 2>/dev/null
+}
+
+if has build || [ ! -x build-cuda/voxfit ]; then
+  stamp build
+  OUT=$logs bash tools/device-build.sh --no-tests || { cp "$logs/build.log" "$out/"; exit 1; }
+fi
+# shellcheck source=experiments/common.sh
+source experiments/common.sh
+[ -d "$work/cache" ] || prepare_ct14 "$logs/prepare.log" || exit 1
+
+if has tests; then
+  stamp tests
+  for t in "kernels:*" "train:CudaGraph*" "models:FoldForInference*:*Sdpa*"; do
+    exe=build-cuda/tests/voxfit_test_${t%%:*}
+    $exe --gtest_filter="${t#*:}" >"$logs/tests_${t%%:*}.log" 2>&1
+    { echo "## tests $t: exit $?"; grep -E "^\[  PASSED|^\[  FAILED|SKIPPED \]" "$logs/tests_${t%%:*}.log" | head -20
+      grep -B2 -A6 "Failure" "$logs/tests_${t%%:*}.log" | head -40; } >>"$summary"
+  done
+fi
+
+if has kernels; then
+  stamp kernels
+  IFS=';' read -ra specs <<<"${KERNEL_SPECS:-unetr|1 2 4|aten fused fused+graph;swin_unetr|1 2 4|aten fused+graph;unet3d|2|aten fused+graph fused+graph+cl}"
+  for spec in "${specs[@]}"; do
+    IFS='|' read -r m b v extra <<<"$spec"
+    tag=$m${extra:+_$(tr -cs 'a-z0-9' '_' <<<"$extra" | sed 's/_*$//')}
+    OUT=$logs/k_$tag MODELS=$m BATCHES=$b VARIANTS=$v TRAIN_ARGS=$extra TESTS=0 bash experiments/kernels/run.sh >/dev/null 2>&1
+    { echo; echo "## throughput $m $extra"; cat "$logs/k_$tag/kernels.md"; } >>"$summary"
+  done
+fi
+
+if has bench; then
+  stamp bench
+  for k in aten fused; do
+    "$vf" bench --model resnet50 --precision float16 --device 0 --batch 64 --steps 30 --iterations 5 --input random \
+      --tf32 off --kernels $k >"$logs/bench_resnet50_$k.log" 2>&1
+    { echo "## bench resnet50 float16 --kernels $k"; grep -E "Iteration|settings|rror" "$logs/bench_resnet50_$k.log" | tail -4; } >>"$summary"
+  done
+fi
+
+if has peers; then
+  # The compiled peers (the fastest setting of each), right after voxfit's runs of the same
+  # configurations above.
+  export PYTHONPATH=$PWD/.shared-data/peers
+  peer=.shared-data/peers
+  for spec in ${PEER_SEG:-unetr:1,2,4}; do  # model:batches[:patch]
+    IFS=: read -r m pb pp <<<"$spec"
+    pp=${pp:-96}
+    stamp "peer $m $pp"
+    python3 "$peer/peer_seg.py" --model "$m" --batches "$pb" --patch "$pp" --no-search --compile --steps 20 \
+      >"$logs/peer_${m}_${pp}_compile.log" 2>&1
+    { echo; echo "## MONAI $m patch $pp + torch.compile"; grep -E '^\{' "$logs/peer_${m}_${pp}_compile.log" | tail -6; } >>"$summary"
+    tar -czf "$out/issue26.tar.gz" -C "$logs" . 2>/dev/null  # a peer can outlast the call: keep what came
+  done
+  for spec in ${PEER_REF:-}; do  # model:precision
+    stamp "peer $spec"
+    python3 "$peer/peer_ref.py" --model "${spec%%:*}" --precision "${spec#*:}" --channels-last --compile \
+      >"$logs/peer_ref_${spec/:/_}.log" 2>&1
+    { echo; echo "## timm $spec channels-last + torch.compile"; tail -c 600 "$logs/peer_ref_${spec/:/_}.log"; } >>"$summary"
+  done
+fi
+
+if has profile; then
+  stamp profile
+  for p in ${PROFILES:-unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16}; do
+    case $p in
+      resnet50_f16) args=(--model resnet50 --precision float16 --batch 64) ;;
+      *) args=(--model "${p%_b*}" --precision fp16 --train --batch "${p##*_b}" --patch 96 --warmup-steps 5
+               --timed-steps 10 --profiled-steps 3 --kernels "${KERNELS:-fused}" ${PROFILE_ARGS:-}) ;;
+    esac
+    "$vf" cards profile "${args[@]}" --output "$logs/prof_$p.json" >"$logs/prof_$p.log" 2>&1 ||
+      tail -3 "$logs/prof_$p.log"
+  done
+  python3 experiments/profile-summary.py --top 12 "$logs"/prof_*.json >"$logs/profiles.md" 2>&1
+  { echo; echo "## profiles"; cat "$logs/profiles.md"; } >>"$summary"
+fi
+
+stamp done
+cat "$summary"
