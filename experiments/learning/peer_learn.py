@@ -2,11 +2,14 @@
 3d_fullres, on the cases of a voxfit / MSD dataset.json, with MONAI's standard pipeline for
 abdominal CT (the BTCV UNETR tutorial's), and logs the mean validation Dice by sliding window
 every --validate-every steps: one JSON object per line, as voxfit's log.jsonl has them
-({"step", "loss"} and {"step", "val_mean_dice", "val_dice_per_class"}).
+({"step", "loss"} and {"step", "val_mean_dice", "val_dice_per_class"}). The class count is the
+dataset.json's labels (14 for the CT, 7 for the demo MR), as voxfit takes it from its plan.
 
 Pipeline (train): LoadImaged (nibabel), EnsureChannelFirst, Orientation RAS, Spacing --spacing mm
-(bilinear / nearest), ScaleIntensityRange --window (CT; --window none: z-score, for MR) to 0..1,
-CropForeground, SpatialPad to the patch (the CT is smaller than 96 along one axis), RandCropByPosNegLabel --patch^3 (pos 1, neg 1, --batch samples a step), RandFlip
+(bilinear / nearest; --spacing none: each case's own grid), ScaleIntensityRange --window (CT) to
+0..1 (--window none: z-score over the non-zero voxels, nnU-Net's non-CT scheme and voxfit's, for
+MR), CropForeground, SpatialPad to the patch (the CT is smaller than 96 along one axis, the MR is
+62 slices deep), RandCropByPosNegLabel --patch (pos 1, neg 1, --batch samples a step), RandFlip
 on each axis (p 0.1), RandRotate90 (p 0.1), RandShiftIntensity (0.1, p 0.5). Loss DiceCE
 (softmax, one-hot labels). UNETR (MONAI 1.5 defaults: convolutional patch embedding, as
 peer_seg.py and voxfit build it): AdamW 1e-4, weight decay 1e-5, constant. DynUNet: SGD 1e-2,
@@ -15,8 +18,14 @@ normalised). fp16 autocast with a GradScaler. Validation: the same deterministic
 sliding_window_inference(patch, sw_batch_size 4, overlap 0.25, the tutorial's), argmax, and
 DiceMetric(include_background=False) with MONAI's default ignore_empty=True (voxfit's semantics).
 
+--patch and --spacing take one value for every axis or three in MONAI's axis order after
+Orientation RAS (R, A, S). voxfit keeps the file's voxel axes (its D, H, W are the file's k, j, i),
+so a non-cubic patch means different axes to the two tools unless it is reordered: for the demo MR
+(stored L, S, A) voxfit's D, H, W are A, S, L, and MONAI's R, A, S are voxfit's W, D, H.
+
   PYTHONPATH=DIR_HOLDING_monai_AND_nibabel python3 peer_learn.py --dataset ct14/dataset.json \
       --model unetr --steps 2000 --validate-every 200 --seed 0 --output monai_unetr_s0.jsonl
+  ... --dataset mr/dataset.json --window none --spacing none --patch 64 ...   (the demo MR)
 """
 import argparse
 import json
@@ -31,8 +40,9 @@ p.add_argument("--model", default="unetr", choices=["unetr", "dynunet"])
 p.add_argument("--steps", type=int, default=2000)
 p.add_argument("--validate-every", type=int, default=200)
 p.add_argument("--batch", type=int, default=2)
-p.add_argument("--patch", type=int, default=96)
-p.add_argument("--spacing", type=float, default=1.5)
+p.add_argument("--patch", default="96", help="patch edge (96), or one per axis in MONAI's RAS order (96,48,96)")
+p.add_argument("--spacing", default="1.5", help="target spacing in mm: one value, one per RAS axis (2,3,2), "
+               "or 'none' (keep each case's own grid, as voxfit keeps a one-case dataset's median spacing)")
 p.add_argument("--window", default="-175,250", help="CT intensity window, or 'none' (z-score)")
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--workers", type=int, default=4)
@@ -62,8 +72,22 @@ cases = [{k: os.path.join(root, c[k]) for k in ("image", "label")} for c in mani
 # One case (the issue's real CT): validation on the training volume, as voxfit does with one case.
 validation = [{k: os.path.join(root, c[k]) for k in ("image", "label")} for c in manifest.get("validation", [])] or cases
 classes = len(manifest["labels"])
+if sorted(int(k) for k in manifest["labels"]) != list(range(classes)):
+    raise SystemExit(f"{a.dataset}: label values must be 0..{classes - 1} (one-hot targets); got {sorted(manifest['labels'])}")
 keys = ["image", "label"]
-patch = (a.patch,) * 3
+
+
+def triple(text, kind):
+    values = [kind(v) for v in text.split(",")]
+    if len(values) == 1:
+        values *= 3
+    if len(values) != 3 or min(values) <= 0:
+        p.error(f"expected one positive value or three, comma-separated: {text!r}")
+    return tuple(values)
+
+
+patch = triple(a.patch, int)
+resample = [] if a.spacing == "none" else [Spacingd(keys=keys, pixdim=triple(a.spacing, float), mode=("bilinear", "nearest"))]
 if a.window == "none":
     intensity = NormalizeIntensityd(keys=["image"], nonzero=True, channel_wise=True)
 else:
@@ -73,12 +97,12 @@ base = [
     LoadImaged(keys=keys),
     EnsureChannelFirstd(keys=keys),
     Orientationd(keys=keys, axcodes="RAS"),
-    Spacingd(keys=keys, pixdim=(a.spacing,) * 3, mode=("bilinear", "nearest")),
+    *resample,
     intensity,
     CropForegroundd(keys=keys, source_key="image", allow_smaller=True),
 ]
 train_tf = Compose(base + [
-    # The CT is 60 voxels deep at 1.5 mm: padded to the patch, as voxfit's loader pads.
+    # The CT is 60 voxels deep at 1.5 mm, the MR 62: padded to the patch, as voxfit's loader pads.
     SpatialPadd(keys=keys, spatial_size=patch),
     RandCropByPosNegLabeld(keys=keys, label_key="label", spatial_size=patch, pos=1, neg=1, num_samples=a.batch,
                            image_key="image", image_threshold=0, allow_smaller=True),
@@ -93,6 +117,8 @@ val_tf = Compose(base)
 train_ds = CacheDataset(cases, train_tf, cache_rate=1.0, num_workers=a.workers)
 train_dl = DataLoader(train_ds, batch_size=1, shuffle=True, num_workers=a.workers, persistent_workers=a.workers > 0)
 val_ds = CacheDataset(validation, val_tf, cache_rate=1.0, num_workers=a.workers)
+print(f"{a.model}: {classes} classes, patch {patch} (RAS), validation volume {tuple(val_ds[0]['image'].shape[1:])}",
+      flush=True)
 
 if a.model == "unetr":
     net = UNETR(in_channels=1, out_channels=classes, img_size=patch, feature_size=16, hidden_size=768, mlp_dim=3072,
