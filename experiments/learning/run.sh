@@ -24,7 +24,7 @@
 #   PATCH_CT        default 96; PATCH_MR default 64 (one edge: both tools get a cube)
 #   DEVICE          default cuda (fp16); cpu trains in fp32, for a smoke test
 #   LOADER_THREADS  voxfit's loader threads, default 12; WORKERS MONAI's, default 8
-#   VOXFIT_BIN, WORK (tools/h200-common.sh); VOXFIT_DEMO_MRI_DIR default .shared-data/demo
+#   VOXFIT_BIN, WORK (experiments/common.sh); VOXFIT_DEMO_MRI_DIR default .shared-data/demo
 #   PEER_PYTHONPATH default .shared-data/peers:.shared-data/pylib (MONAI, nibabel, einops)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
