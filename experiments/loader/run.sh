@@ -44,9 +44,9 @@ echo "prepared in $(( $(date +%s) - start )) s: $(tail -2 "$out/prepare.log" | h
 nproc >"$out/nproc.txt"
 
 for patch in 96 128; do
-  "$vf" data bench "$cache" --patch $patch --batch "$batch" --threads 1,2,4,8,16 --seconds "$seconds" \
+  "$vf" data bench "$cache" --patch $patch --batch "$batch" --loader-threads 1,2,4,8,16 --seconds "$seconds" \
     --intra-threads 1 >"$out/bench_$patch.txt" 2>&1 || { cat "$out/bench_$patch.txt"; exit 1; }
-  "$vf" data bench "$cache" --patch $patch --batch "$batch" --threads 16 --seconds "$seconds" --no-augment \
+  "$vf" data bench "$cache" --patch $patch --batch "$batch" --loader-threads 16 --seconds "$seconds" --no-augment \
     --intra-threads 1 >"$out/bench_${patch}_noaug.txt" 2>&1 || { cat "$out/bench_${patch}_noaug.txt"; exit 1; }
 done
 

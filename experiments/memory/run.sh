@@ -7,7 +7,7 @@
 #   MODELS     default "unetr swin_unetr"
 #   BUDGETS    default "24GiB,48GiB"
 #   VARIANTS   default "default expandable lean": default = fixed-size segments
-#              (expandable_segments:False, LibTorch's own default), lean = expandable + --checkpointing all
+#              (expandable_segments:False, LibTorch's own default), lean = expandable + --recompute-modes all
 #   RESUME_FROM a folder holding VARIANT/results.jsonl (and probes.jsonl) of an earlier call: those
 #              points are not rerun, and a point stopped midway goes on from its probes
 set -uo pipefail
@@ -18,11 +18,11 @@ mkdir -p "$out"
 source experiments/common.sh
 prepare_ct14 "$out/prepare.log" || exit 1
 for variant in ${VARIANTS:-default expandable lean}; do
-  conf="" args=(--budgets "${BUDGETS:-24GiB,48GiB}" --checkpointing none)
+  conf="" args=(--budgets "${BUDGETS:-24GiB,48GiB}" --recompute-modes none)
   case $variant in
     default) conf=expandable_segments:False ;;
     expandable) conf=expandable_segments:True ;;
-    lean) conf=expandable_segments:True args=(--budgets 24GiB --checkpointing all) ;;
+    lean) conf=expandable_segments:True args=(--budgets 24GiB --recompute-modes all) ;;
   esac
   if [ -n "${RESUME_FROM:-}" ] && [ -d "$RESUME_FROM/$variant" ]; then
     mkdir -p "$out/$variant" && cp "$RESUME_FROM/$variant"/{results,probes}.jsonl "$out/$variant/" 2>/dev/null

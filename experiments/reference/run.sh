@@ -21,7 +21,7 @@ if [ ! -x "$voxfit" ]; then
 fi
 models=(resnet50 vit_base_patch16_224)
 precisions=(float16 float32)
-common=(--device 0 --batch 64 --steps 30 --iterations 5 --input random)
+common=(--device cuda:0 --batch 64 --steps 30 --iterations 5 --input random)
 
 # The steady state (mean images/s of iterations 1..N-1) of one setting's reference line in a log.
 steady() {

@@ -57,7 +57,7 @@ fi
 if has bench; then
   stamp bench
   for k in aten fused; do
-    "$vf" bench --model resnet50 --precision float16 --device 0 --batch 64 --steps 30 --iterations 5 --input random \
+    "$vf" bench --model resnet50 --precision float16 --device cuda:0 --batch 64 --steps 30 --iterations 5 --input random \
       --tf32 off --kernels $k >"$logs/bench_resnet50_$k.log" 2>&1
     { echo "## bench resnet50 float16 --kernels $k"; grep -E "Iteration|settings|rror" "$logs/bench_resnet50_$k.log" | tail -4; } >>"$summary"
   done

@@ -30,9 +30,9 @@ done
 
 "$vf" sweep --config experiments/h200_core.ini --dataset "$work/cache" --output "$out/sweep" >"$out/sweep.log" 2>&1 ||
   tail -5 "$out/sweep.log"
-"$vf" sweep --dataset "$work/cache" --models unetr,swin_unetr --patches 96 --precisions fp16 --checkpointing blocks \
+"$vf" sweep --dataset "$work/cache" --models unetr,swin_unetr --patches 96 --precisions fp16 --recompute-modes blocks \
   --budgets 24GiB --output "$out/sweep" --no-throughput-table >>"$out/sweep.log" 2>&1 || tail -5 "$out/sweep.log"
-"$vf" sweep --dataset "$work/cache" --models unetr,swin_unetr --patches 96 --precisions bf16 --checkpointing blocks \
+"$vf" sweep --dataset "$work/cache" --models unetr,swin_unetr --patches 96 --precisions bf16 --recompute-modes blocks \
   --attention sdpa --budgets 24GiB --output "$out/sweep" --no-throughput-table >>"$out/sweep.log" 2>&1 || tail -5 "$out/sweep.log"
 
 echo "== training, batch 2, 96^3 (issue 5) =="

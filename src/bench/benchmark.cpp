@@ -65,10 +65,14 @@ torch::ScalarType dtype_of(Precision p) {
 }
 
 Precision parse_precision(const std::string& text, const std::string& what) {
-  if (text == "float16") return Precision::kFloat16;
-  if (text == "float32") return Precision::kFloat32;
-  if (text == "bfloat16") return Precision::kBfloat16;
-  throw ConfigError(what + ": expected float16, bfloat16 or float32, got '" + text + "'");
+  // The protocol's names first; fp16 / half / bf16 / fp32 mean the same pure dtypes here.
+  if (text == "float16" || text == "fp16" || text == "half") return Precision::kFloat16;
+  if (text == "float32" || text == "fp32") return Precision::kFloat32;
+  if (text == "bfloat16" || text == "bf16") return Precision::kBfloat16;
+  if (text == "16-mixed" || text == "bf16-mixed")
+    throw ConfigError(what + ": " + text + " is mixed precision (autocast); the reference protocol runs pure "
+                      "float16 / bfloat16 (model.half()), or use --train on a segmentation model with fp16 / bf16");
+  throw ConfigError(what + ": expected float16 (fp16), bfloat16 (bf16) or float32 (fp32), got '" + text + "'");
 }
 
 std::string to_string(InputFill f) { return f == InputFill::kZeros ? "zeros" : "random"; }

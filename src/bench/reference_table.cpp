@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 
 namespace voxfit::bench {
 
@@ -40,14 +41,8 @@ std::vector<ReferenceRow> load_reference_table(const std::filesystem::path& csv)
     const auto f = split_csv_line(line);
     if (f.size() != 4 || f[0].empty() || f[1].empty() || f[2].empty())
       throw IoError(where + "expected 4 fields (card,model,precision,images_per_s), found '" + line + "'");
-    ReferenceRow row{f[0], f[1], f[2], 0.0};
-    std::size_t used = 0;
-    try {
-      row.images_per_s = std::stod(f[3], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != f[3].size() || !(row.images_per_s > 0.0))
+    ReferenceRow row{f[0], f[1], f[2], to_number(f[3]).value_or(0.0)};
+    if (!(row.images_per_s > 0.0))
       throw IoError(where + "images_per_s must be a positive number, found '" + f[3] + "'");
     rows.push_back(row);
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "voxfit/core/atomic_file.h"
+#include "voxfit/core/provenance.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
 
@@ -56,8 +57,12 @@ std::string summary_text(const BenchResult& r, const std::vector<Comparison>& co
                  : "vs published: none for " + o.model + " " + to_string(o.precision) + "\n";
   const std::string device =
       r.device_name + (o.device.is_cuda() ? " (cuda:" + std::to_string(o.device.index()) + ")" : "");
-  s += "settings: " + device + ", batch " + std::to_string(o.batch) + " x " + std::to_string(o.steps) +
-       " steps, " + to_string(o.input) + " input, tf32 matmul " + on_off(o.tf32_matmul) +
+  // The protocol's float16 is model.half(): pure half weights and activations, not autocast.
+  const std::string precision = o.precision == Precision::kFloat16    ? "float16 (pure half, the protocol's .half())"
+                                : o.precision == Precision::kBfloat16 ? "bfloat16 (pure, as .half() in bfloat16)"
+                                                                      : "float32";
+  s += "settings: " + device + ", " + precision + ", batch " + std::to_string(o.batch) + " x " +
+       std::to_string(o.steps) + " steps, " + to_string(o.input) + " input, tf32 matmul " + on_off(o.tf32_matmul) +
        ", tf32 cudnn " + on_off(o.tf32_cudnn) + ", cudnn benchmark " + on_off(o.cudnn_benchmark) +
        ", channels-last " + on_off(r.channels_last) + ", cuda graph " + on_off(r.cuda_graph) +
        ", BatchNorm folded " + on_off(r.folded) + ", attention " + models::to_string(o.attention) + "\n";
@@ -93,10 +98,7 @@ nlohmann::json result_json(const BenchResult& r, const std::vector<Comparison>& 
                    {"batch_norm_folded", r.folded},
                    {"attention", models::to_string(o.attention)}};
   if (o.train) j["settings"]["learning_rate"] = o.learning_rate;
-  j["versions"] = {{"voxfit", voxfit_version()},
-                   {"torch", torch_version()},
-                   {"cuda", cuda_runtime_version()},
-                   {"cudnn", cudnn_version()}};
+  j["provenance"] = provenance(o.device);
   auto& its = j["iterations"] = nlohmann::json::array();
   for (const auto& it : r.iterations)
     its.push_back({{"index", it.index},

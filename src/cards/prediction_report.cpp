@@ -39,10 +39,10 @@ void card_table(std::ostream& md, const std::vector<ProfilePredictions>& predict
   }
 }
 
+// The patch of a [N, C, D, H, W] input shape, as sweeps write it.
 std::string patch_text(const std::vector<std::int64_t>& input_shape) {
-  std::string s;
-  for (std::size_t i = 2; i < input_shape.size(); ++i) s += (i > 2 ? "x" : "") + std::to_string(input_shape[i]);
-  return s;
+  return shape_text(std::vector<std::int64_t>(input_shape.begin() + std::min<std::size_t>(2, input_shape.size()),
+                                              input_shape.end()));
 }
 
 const CardPrediction* find_card(const ProfilePredictions& p, const std::string& card) {

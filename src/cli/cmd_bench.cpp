@@ -6,6 +6,7 @@
 #include "voxfit/bench/report.h"
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/options.h"
+#include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/kernels/instance_norm_act.h"
@@ -22,28 +23,13 @@ std::optional<bool> parse_auto_on_off(const std::string& value, const std::strin
   throw ConfigError(kWhere + "--" + option + ": expected auto, on or off, got '" + value + "'");
 }
 
-// The reference printed `device=0`: a CUDA ordinal, or here also "cpu".
-torch::Device parse_device(const std::string& value) {
-  if (value == "cpu") return torch::kCPU;
-  std::size_t used = 0;
-  int index = -1;
-  try {
-    index = std::stoi(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size() || value.empty() || index < 0)
-    throw ConfigError(kWhere + "--device: expected a CUDA device number or cpu, got '" + value + "'");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
-}
-
 }  // namespace
 
 int cmd_bench(const Args& args) {
   CommandSpec spec{
       "bench",
       "voxfit bench --model resnet50|vit_base_patch16_224 --precision float16|bfloat16|float32 [--train] "
-      "[--device N|cpu] [options]",
+      "[--device cpu|cuda|cuda:N] [options]",
       "Runs the ResNet50 / ViT reference benchmark (the RTX 3090 / A40 protocol: batch x steps "
       "images per iteration, iteration 0 is warm-up) and prints its one-line result, the "
       "steady-state mean of iterations 1..N-1 and the ratio to the published cards."};
@@ -55,8 +41,8 @@ int cmd_bench(const Args& args) {
     ("precision", po::value<std::string>()->default_value("float16")->value_name("P"),
      "float16 (pure half weights and inputs, CUDA only), bfloat16 (the same in bfloat16) or float32")
     ("train", po::bool_switch(), "time forward + backward + SGD steps instead of inference")
-    ("device", po::value<std::string>()->value_name("N|cpu"),
-     "CUDA device number or cpu (default: 0 when a GPU is visible, else cpu)")
+    ("device", po::value<std::string>()->default_value("auto")->value_name("DEV"),
+     "auto (cuda:0 when a GPU is visible, else cpu), cpu, cuda, cuda:N (N alone, as the reference's device=0, too)")
     ("batch", po::value<int64_t>()->default_value(64)->value_name("N"), "images per step")
     ("steps", po::value<int64_t>()->default_value(30)->value_name("N"), "steps per iteration")
     ("iterations", po::value<int>()->default_value(5)->value_name("N"),
@@ -87,8 +73,7 @@ int cmd_bench(const Args& args) {
   o.model = vm["model"].as<std::string>();
   o.precision = bench::parse_precision(vm["precision"].as<std::string>(), kWhere + "--precision");
   o.train = vm["train"].as<bool>();
-  o.device = vm.count("device") ? parse_device(vm["device"].as<std::string>())
-                                : (cuda_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU));
+  o.device = parse_device(vm["device"].as<std::string>());
   o.batch = vm["batch"].as<int64_t>();
   o.steps = vm["steps"].as<int64_t>();
   o.iterations = vm["iterations"].as<int>();

@@ -8,6 +8,7 @@
 #include "voxfit/cards/profiler.h"
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/options.h"
+#include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
 #include "voxfit/memory/card_table.h"
 
@@ -43,7 +44,7 @@ void add_profile_options(CommandSpec& spec) {
     ("batch", po::value<std::int64_t>()->default_value(0)->value_name("N"),
      "samples per step (0: 64 for the reference models, 2 for segmentation)")
     ("patch", po::value<std::int64_t>()->default_value(96)->value_name("N"), "cubic patch of the segmentation models")
-    ("device", po::value<int>()->default_value(0)->value_name("N"), "CUDA device")
+    ("device", po::value<std::string>()->default_value("cuda")->value_name("DEV"), "cuda or cuda:N (a CUDA device)")
     ("warmup-steps", po::value<int>()->default_value(10)->value_name("N"), "untimed steps first")
     ("timed-steps", po::value<int>()->default_value(30)->value_name("N"), "steps timed without the profiler")
     ("profiled-steps", po::value<int>()->default_value(5)->value_name("N"), "steps under the profiler")
@@ -70,7 +71,10 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
   const std::int64_t patch = vm["patch"].as<std::int64_t>();
   if (patch < 1) throw ConfigError(where + ": --patch must be >= 1");
   o.patch = {patch, patch, patch};
-  o.device = vm["device"].as<int>();
+  const torch::Device device = parse_device(vm["device"].as<std::string>());
+  if (!device.is_cuda()) throw UnsupportedError(where + ": --device " + vm["device"].as<std::string>() +
+                                                ": profiles need a CUDA device");
+  o.device = device.index();
   o.warmup_steps = vm["warmup-steps"].as<int>();
   o.timed_steps = vm["timed-steps"].as<int>();
   o.profiled_steps = vm["profiled-steps"].as<int>();

@@ -6,6 +6,7 @@
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 #include "voxfit/data/demo_dataset.h"
 #include "voxfit/data/loader_bench.h"
 #include "voxfit/data/preprocess.h"
@@ -28,13 +29,9 @@ std::vector<double> parse_numbers(const std::string& text, const std::string& wh
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    try {
-      std::size_t used = 0;
-      out.push_back(std::stod(item, &used));
-      if (used != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw ConfigError("--" + what + " '" + text + "': expected comma-separated numbers");
-    }
+    const auto v = to_number(item);
+    if (!v) throw ConfigError("--" + what + " '" + text + "': expected comma-separated numbers");
+    out.push_back(*v);
   }
   if (out.empty()) throw ConfigError("--" + what + ": expected at least one number");
   return out;
@@ -89,9 +86,10 @@ int data_prepare(const Args& args) {
   spec.options.add_options()("dataset", po::value<std::string>()->value_name("DATASET"),
                              "dataset.json or a dataset folder")(
       "output,o", po::value<std::string>()->value_name("CACHE"), "cache folder (created)")(
-      "spacing", po::value<std::string>()->value_name("X,Y,Z"),
-      "target spacing in mm (default: the dataset's median)")(
-      "normalisation", po::value<std::string>()->default_value(d.normalisation)->value_name("auto|ct|zscore"),
+      "spacing", po::value<std::string>()->value_name("MM|D,H,W"),
+      "target spacing in mm: one value, or one per axis in the order of --patch, D,H,W (z, y, x) "
+      "(default: the dataset's median)")(
+      "normalisation", po::value<std::string>()->default_value("auto")->value_name("auto|ct|zscore"),
       "intensity normalisation (auto: CT channels ct, others zscore)")(
       "fg-samples", po::value<std::int64_t>()->default_value(d.foreground_samples_per_class)->value_name("N"),
       "foreground voxel locations kept per class and case")(
@@ -110,12 +108,12 @@ int data_prepare(const Args& args) {
     const auto s = parse_numbers(vm["spacing"].as<std::string>(), "spacing");
     if (s.size() == 1)
       o.spacing = std::array<double, 3>{s[0], s[0], s[0]};
-    else if (s.size() == 3)
-      o.spacing = std::array<double, 3>{s[0], s[1], s[2]};
+    else if (s.size() == 3)  // given D,H,W as --patch; PrepareOptions keeps ITK's x, y, z
+      o.spacing = std::array<double, 3>{s[2], s[1], s[0]};
     else
-      throw ConfigError("--spacing: expected one number or three (x,y,z)");
+      throw ConfigError("--spacing: expected one number or three (D,H,W, the order of --patch)");
   }
-  o.normalisation = vm["normalisation"].as<std::string>();
+  o.normalisation = data::parse_normalisation(vm["normalisation"].as<std::string>());
   o.foreground_samples_per_class = vm["fg-samples"].as<std::int64_t>();
   o.chunk = vm["chunk"].as<std::int64_t>();
   o.gzip_level = vm["gzip"].as<int>();
@@ -125,9 +123,10 @@ int data_prepare(const Args& args) {
   const std::string cache = vm["output"].as<std::string>();
   const data::PrepareResult r = data::prepare_dataset(dataset, cache, o);
   const data::Plan& p = r.plan;
-  std::printf("%s: %zu cases (%zu written, %zu reused%s), %d channel(s), %d classes, spacing %.4g x %.4g x %.4g mm\n",
+  std::printf("%s: %zu cases (%zu written, %zu reused%s), %d channel(s), %d classes, spacing %.4g x %.4g x %.4g mm "
+              "(D x H x W)\n",
               cache.c_str(), p.cases.size(), r.cases_written, r.cases_reused, r.up_to_date ? ", up to date" : "",
-              p.channels(), p.num_classes(), p.target_spacing[0], p.target_spacing[1], p.target_spacing[2]);
+              p.channels(), p.num_classes(), p.target_spacing[2], p.target_spacing[1], p.target_spacing[0]);
   for (int c = 0; c < p.channels(); ++c) {
     const auto& n = p.normalisation[c];
     if (n.scheme == data::Normalisation::CT)
@@ -139,36 +138,16 @@ int data_prepare(const Args& args) {
   return 0;
 }
 
-// `--threads` of this subcommand is the list of loader thread counts the lead's scripts use;
-// the generic integer --threads (intra-op threads) stays available as --intra-threads.
-Args rename_threads(const Args& args) {
-  Args out;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--threads")
-      out.push_back("--loader-threads");
-    else if (a.rfind("--threads=", 0) == 0)
-      out.push_back("--loader-threads=" + a.substr(10));
-    else if (a == "--intra-threads")
-      out.push_back("--threads");
-    else if (a.rfind("--intra-threads=", 0) == 0)
-      out.push_back("--threads=" + a.substr(16));
-    else
-      out.push_back(a);
-  }
-  return out;
-}
-
 int data_bench(const Args& args) {
-  CommandSpec spec{"data bench", "voxfit data bench CACHE [--patch 96] [--batch 2] [--threads 1,2,4,8,16]",
-                   "Measures the patch loader's patches/s on a prepared cache for each worker-thread count "
-                   "(here --threads LIST is the loader's; the intra-op count is --intra-threads N)."};
+  CommandSpec spec{"data bench", "voxfit data bench CACHE [--patch 96] [--batch 2] [--loader-threads 1,2,4,8,16]",
+                   "Measures the patch loader's patches/s on a prepared cache for each loader worker-thread "
+                   "count (--threads N is LibTorch's intra-op threads, as in every command)."};
   data::LoaderBenchOptions d;
   spec.options.add_options()("cache", po::value<std::string>()->value_name("CACHE"), "prepared cache folder")(
       "patch", po::value<std::string>()->default_value("96")->value_name("N|D,H,W"), "patch size in voxels")(
       "batch", po::value<std::int64_t>()->default_value(d.loader.batch_size)->value_name("B"), "batch size")(
       "loader-threads", po::value<std::string>()->default_value("1,2,4,8,16")->value_name("LIST"),
-      "worker thread counts, one row each (also --threads LIST)")(
+      "loader worker thread counts, one row each")(
       "seconds", po::value<double>()->default_value(d.seconds)->value_name("S"), "timed seconds per row")(
       "oversample", po::value<double>()->default_value(d.loader.oversample_foreground)->value_name("F"),
       "foreground oversampling fraction")(
@@ -176,7 +155,7 @@ int data_bench(const Args& args) {
       "seed", po::value<std::uint64_t>()->default_value(0)->value_name("N"), "loader seed");
   spec.positional.add("cache", 1);
   po::variables_map vm;
-  if (!parse_command(spec, rename_threads(args), vm)) return 0;
+  if (!parse_command(spec, args, vm)) return 0;
   if (!vm.count("cache")) throw ConfigError("voxfit data bench: expected a CACHE folder");
   data::LoaderBenchOptions o;
   const auto patch = parse_numbers(vm["patch"].as<std::string>(), "patch");

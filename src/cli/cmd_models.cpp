@@ -41,11 +41,6 @@ void list_models() {
               "for another setting).\n");
 }
 
-std::string patch_text(const std::vector<int64_t>& patch) {
-  std::string s;
-  for (size_t i = 0; i < patch.size(); ++i) s += (i ? "x" : "") + std::to_string(patch[i]);
-  return s;
-}
 
 void describe_model(const std::string& name, const models::ModelContext& ctx, int batch) {
   const models::ModelEntry& entry = models::find_model(name);
@@ -59,7 +54,7 @@ void describe_model(const std::string& name, const models::ModelContext& ctx, in
   };
   row("model", name + " (" + models::to_string(entry.task) + ")");
   row("context", "in_channels=" + std::to_string(ctx.in_channels) + " classes=" + std::to_string(ctx.num_classes) +
-                     " patch=" + patch_text(ctx.patch) + " attention=" + models::to_string(ctx.attention) + " (" +
+                     " patch=" + shape_text(ctx.patch) + " attention=" + models::to_string(ctx.attention) + " (" +
                      models::to_string(models::resolve_attention(ctx.attention)) + " in this build)" +
                      " checkpoint=" + models::to_string(ctx.checkpoint) +
                      " channels_last=" + (ctx.channels_last ? "true" : "false"));

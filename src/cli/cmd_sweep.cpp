@@ -62,9 +62,8 @@ std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
 const std::set<std::string> kDistributionOptions = {"--emit-slurm", "--parallel", "--shard", "--output", "--dataset",
                                                     "--cache", "--merge"};
 
-}  // namespace
-
-int cmd_sweep(const Args& args) {
+// The command line of voxfit sweep (the grid, the probes, distribution).
+CommandSpec sweep_spec() {
   CommandSpec spec{"sweep", "voxfit sweep --dataset D --output DIR [--config experiments/24gb_vs_48gb.ini] [options]",
                    "For every model x patch x precision x checkpointing x budget: the largest batch that trains "
                    "(found by real training probes: b fits, b+1 runs out of memory) and the throughput at each "
@@ -79,7 +78,8 @@ int cmd_sweep(const Args& args) {
       ("models", po::value<std::string>()->value_name("LIST"), "networks [the --model value]")
       ("patches", po::value<std::string>()->value_name("LIST"), "patch sizes, cubic or DxHxW, e.g. 96,128 or 64x128x128 [the --patch value]")
       ("precisions", po::value<std::string>()->value_name("LIST"), "fp32, tf32, fp16, bf16 [the --precision value]")
-      ("checkpointing", po::value<std::string>()->value_name("LIST"), "none, blocks, all [the --checkpoint value]")
+      ("recompute-modes", po::value<std::string>()->value_name("LIST"), "none, blocks, all [the --recompute value]")
+      ("checkpointing", po::value<std::string>()->value_name("LIST"), "the old spelling of --recompute-modes (deprecated)")
       ("budgets", po::value<std::string>()->value_name("LIST"),
        "card ids of data/cards.csv or sizes, e.g. rtx3090,a40 or 24GiB,48GiB [--card / --vram]")
       ("max-batch", po::value<int64_t>()->default_value(sweep::kMaxBatchCap)->value_name("B"), "never probe above this batch")
@@ -101,28 +101,12 @@ int cmd_sweep(const Args& args) {
       ("shard", po::value<std::string>()->value_name("I/N"), "run only the points whose grid index is I modulo N");
   spec.options.add(d);
   spec.options.add(g);
-  po::variables_map vm;
-  if (!parse_command(spec, args, vm)) return 0;
-  if (vm.count("merge")) {
-    const fs::path dir = vm["merge"].as<std::string>();
-    const auto entries = sweep::merge_journals(sweep::point_journals(dir), dir);
-    std::printf("%s: %zu points merged (results.jsonl, results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
-    return 0;
-  }
-  if (vm.count("emit-slurm")) {
-    if (vm.count("output")) throw ConfigError("--emit-slurm DIR: the results go to DIR; leave --output out");
-  } else if (!vm.count("output")) {
-    throw ConfigError("voxfit sweep: --output DIR is required");
-  }
-  if (vm["report-only"].as<bool>()) {
-    const fs::path dir = vm["output"].as<std::string>();
-    const auto entries = sweep::read_journal(dir / "results.jsonl");
-    if (entries.empty()) throw ConfigError((dir / "results.jsonl").string() + ": no sweep results to report");
-    sweep::write_reports(entries, dir);
-    std::printf("%s: %zu points reported (results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
-    return 0;
-  }
+  return spec;
+}
 
+// The sweep the options describe (the cache excepted): the grid, the probes' settings as a run's,
+// each model's own parameters and optimiser.
+sweep::SweepOptions sweep_options_from(const po::variables_map& vm) {
   sweep::SweepOptions o;
   o.output_dir = vm.count("emit-slurm") ? vm["emit-slurm"].as<std::string>() : vm["output"].as<std::string>();
   const auto list_or = [&](const char* key, const std::string& fallback) {
@@ -144,8 +128,13 @@ int cmd_sweep(const Args& args) {
   for (const auto& p : list_or("precisions", vm["precision"].as<std::string>()))
     o.grid.precisions.push_back(train::parse_precision(p));
   o.grid.checkpointing.clear();
-  for (const auto& c : list_or("checkpointing", vm["checkpoint"].as<std::string>()))
-    o.grid.checkpointing.push_back(models::parse_checkpoint(c, "--checkpointing"));
+  std::string modes = vm.count("recompute-modes") ? vm["recompute-modes"].as<std::string>() : recompute_text(vm);
+  if (vm.count("checkpointing")) {
+    warn_deprecated("--checkpointing LIST", "--recompute-modes LIST");
+    if (vm.count("recompute-modes")) throw ConfigError("--recompute-modes and --checkpointing (its old spelling): give one");
+    modes = vm["checkpointing"].as<std::string>();
+  }
+  for (const auto& c : split_list(modes)) o.grid.checkpointing.push_back(models::parse_checkpoint(c, "--recompute-modes"));
   if (vm.count("budgets")) o.grid.budgets = parse_budgets(vm["budgets"].as<std::string>());
   else o.grid.budgets = {budget_from(vm)};
   if (o.grid.budgets.front().kind == memory::BudgetKind::None)
@@ -171,6 +160,36 @@ int cmd_sweep(const Args& args) {
   o.probe.step.channels_last = o.probe.model_context.channels_last;
   o.max_batch = vm["max-batch"].as<int64_t>();
   o.throughput_table = !vm["no-throughput-table"].as<bool>();
+  return o;
+}
+
+}  // namespace
+
+int cmd_sweep(const Args& args) {
+  CommandSpec spec = sweep_spec();
+  po::variables_map vm;
+  if (!parse_command(spec, args, vm)) return 0;
+  if (vm.count("merge")) {
+    const fs::path dir = vm["merge"].as<std::string>();
+    const auto entries = sweep::merge_journals(sweep::point_journals(dir), dir);
+    std::printf("%s: %zu points merged (results.jsonl, results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
+    return 0;
+  }
+  if (vm.count("emit-slurm")) {
+    if (vm.count("output")) throw ConfigError("--emit-slurm DIR: the results go to DIR; leave --output out");
+  } else if (!vm.count("output")) {
+    throw ConfigError("voxfit sweep: --output DIR is required");
+  }
+  if (vm["report-only"].as<bool>()) {
+    const fs::path dir = vm["output"].as<std::string>();
+    const auto entries = sweep::read_journal(dir / "results.jsonl");
+    if (entries.empty()) throw ConfigError((dir / "results.jsonl").string() + ": no sweep results to report");
+    sweep::write_reports(entries, dir);
+    std::printf("%s: %zu points reported (results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
+    return 0;
+  }
+
+  sweep::SweepOptions o = sweep_options_from(vm);
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
   // An isolated probe's own process: one probe of one point, its answer to --probe-output.
   if (run_isolated_probe(vm, [&](std::int64_t batch) {
@@ -218,6 +237,10 @@ int cmd_sweep(const Args& args) {
     return 0;
   }
 
+  o.progress = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
   std::printf("%-12s %-12s %-5s %-7s %-12s %9s %7s %7s %10s\n", "model", "patch", "prec", "ckpt", "budget", "max_batch",
               "probes", "seconds", "samples/s");
   sweep::run_sweep(o, [](const nlohmann::json& e) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 
 namespace voxfit::cli {
 
@@ -46,12 +47,13 @@ void add_model_options(CommandSpec& spec) {
       ("classes", po::value<int>()->value_name("N"),
        "output classes [model default: 14 for the 3D nets, 1000 for the 2D ones]")
       ("patch", po::value<std::string>()->value_name("SIZE"),
-       "input size: one value for every axis or one per axis (96,96,64) [model default: 96 3D, 224 2D]")
+       "input size: one value for every axis or one per axis, D,H,W (64,96,96) [model default: 96 3D, 224 2D]")
       ("attention", po::value<std::string>()->default_value("auto")->value_name("MODE"),
        "attention kernel: auto (sdpa where LibTorch 2.x has it), math or sdpa")
-      ("checkpoint", po::value<std::string>()->default_value("none")->value_name("MODE"),
-       "activation checkpointing: none, blocks (transformer blocks, UNet encoder stages, ResNet "
-       "bottlenecks) or all (every block)")
+      ("recompute", po::value<std::string>()->default_value("none")->value_name("MODE"),
+       "activation recomputation (gradient checkpointing): none, blocks (transformer blocks, UNet "
+       "encoder stages, ResNet bottlenecks) or all (every block, the decoders too)")
+      ("checkpoint", po::value<std::string>()->value_name("MODE"), "the old spelling of --recompute (deprecated)")
       ("channels-last", po::bool_switch(), "channels-last memory format (ChannelsLast3d for 3D nets)");
   for (const auto& [name, help] : parameter_help())
     group.add_options()(dashed(name).c_str(), po::value<std::string>()->value_name("VALUE"), help.c_str());
@@ -63,21 +65,24 @@ std::vector<int64_t> parse_patch(const std::string& text, size_t dims, const std
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || v < 1)
-      throw ConfigError(what + ": expected positive integers like 96 or 96,96,64, got '" + text + "'");
-    sizes.push_back(v);
+    const auto v = to_integer(item);
+    if (!v || *v < 1) throw ConfigError(what + ": expected positive integers like 96 or 64,96,96, got '" + text + "'");
+    sizes.push_back(*v);
   }
   if (sizes.size() == 1) sizes.assign(dims, sizes.front());
   if (sizes.size() != dims)
     throw ConfigError(what + ": expected 1 or " + std::to_string(dims) + " sizes for this model, got '" + text + "'");
   return sizes;
+}
+
+std::string recompute_text(const po::variables_map& vm) {
+  const std::string now = vm.count("recompute") ? vm["recompute"].as<std::string>() : "none";
+  if (!vm.count("checkpoint")) return now;
+  warn_deprecated("--checkpoint MODE", "--recompute MODE");
+  const std::string old = vm["checkpoint"].as<std::string>();
+  if (vm.count("recompute") && !vm["recompute"].defaulted() && now != old)
+    throw ConfigError("--recompute " + now + " and --checkpoint " + old + " (its old spelling) disagree");
+  return old;
 }
 
 models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model,
@@ -88,7 +93,7 @@ models::ModelContext model_context_from(const po::variables_map& vm, const std::
   if (vm.count("classes")) ctx.num_classes = positive(vm, "classes");
   if (vm.count("patch")) ctx.patch = parse_patch(vm["patch"].as<std::string>(), entry.defaults.patch.size());
   if (vm.count("attention")) ctx.attention = models::parse_attention(vm["attention"].as<std::string>());
-  if (vm.count("checkpoint")) ctx.checkpoint = models::parse_checkpoint(vm["checkpoint"].as<std::string>());
+  ctx.checkpoint = models::parse_checkpoint(recompute_text(vm), "--recompute");
   if (vm.count("channels-last")) ctx.channels_last = vm["channels-last"].as<bool>();
   for (const auto& [name, help] : parameter_help()) {
     const std::string key = dashed(name);

@@ -1,9 +1,11 @@
 #include "voxfit/cli/options.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "voxfit/core/error.h"
@@ -86,7 +88,45 @@ std::vector<std::string> config_tokens(const std::string& file, const std::strin
   return tokens;
 }
 
+// A value as an .ini line writes it: the shortest decimal that reads back as the same double.
+std::string ini_value(const boost::any& v) {
+  if (const auto* s = boost::any_cast<std::string>(&v)) return *s;
+  if (const auto* b = boost::any_cast<bool>(&v)) return *b ? "true" : "false";
+  if (const auto* i = boost::any_cast<int>(&v)) return std::to_string(*i);
+  if (const auto* i = boost::any_cast<std::int64_t>(&v)) return std::to_string(*i);
+  if (const auto* u = boost::any_cast<std::uint64_t>(&v)) return std::to_string(*u);
+  if (const auto* d = boost::any_cast<double>(&v)) {
+    for (int digits = 1;; ++digits) {
+      std::ostringstream out;
+      out.precision(digits);
+      out << *d;
+      if (digits >= 17 || std::stod(out.str()) == *d) return out.str();
+    }
+  }
+  throw ConfigError("--print-config: an option of an unexpected type");
+}
+
+// --print-config: every option of `visible` that has a value (its default included) as an .ini
+// (one top-level key a line); what only prints or reads files (help, config) is left out.
+std::string effective_config(const CommandSpec& spec, const po::options_description& visible,
+                             const po::variables_map& vm) {
+  std::ostringstream out;
+  out << "# voxfit " << spec.name << ": the effective options (voxfit " << spec.name << " --config FILE reads them)\n";
+  for (const auto& option : visible.options()) {
+    const std::string& key = option->long_name();
+    if (key == "help" || key == "config" || key == "print-config" || !vm.count(key)) continue;
+    out << key << " = " << ini_value(vm[key].value()) << "\n";
+  }
+  return out.str();
+}
+
 }  // namespace
+
+void warn_deprecated(const std::string& old_spelling, const std::string& new_spelling) {
+  static std::set<std::string> warned;
+  if (warned.insert(old_spelling).second)
+    std::cerr << "voxfit: " << old_spelling << " is deprecated; use " << new_spelling << " (same values)\n";
+}
 
 bool parse_on_off(const std::string& value, const std::string& option) {
   if (value == "on") return true;
@@ -100,6 +140,9 @@ constexpr int kStyle = po::command_line_style::default_style & ~po::command_line
 bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::variables_map& vm) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")(
+      "print-config", po::bool_switch(),
+      "print the effective options (defaults, --config file and command line) as an .ini that --config "
+      "accepts back, and exit")(
       "config", po::value<std::string>()->value_name("FILE.ini"),
       "read options from an .ini file (the command line wins)")(
       "threads", po::value<int>()->default_value(0)->value_name("N"), kThreadsHelp)(
@@ -144,6 +187,10 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(where + ": " + e.what() + " (see 'voxfit " + spec.name + " --help')");
+  }
+  if (vm["print-config"].as<bool>()) {
+    std::cout << effective_config(spec, visible, vm) << std::flush;
+    return false;
   }
   const int threads = vm["threads"].as<int>();
   if (threads < 0 || threads > kMaxThreads)

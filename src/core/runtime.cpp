@@ -64,6 +64,15 @@ std::string cuda_runtime_version() {
   return "none";
 }
 
+std::string cuda_driver_version() {
+#if defined(VOXFIT_WITH_CUDA)
+  int v = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
+    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+#endif
+  return "none";
+}
+
 std::string cudnn_version() {
   if (!at::detail::getCUDAHooks().hasCuDNN()) return "none";
   const long v = at::detail::getCUDAHooks().versionCuDNN();

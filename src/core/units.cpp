@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <vector>
+#include <string>
 
 #include "voxfit/core/error.h"
 
@@ -36,6 +38,51 @@ std::uint64_t parse_bytes(const std::string& text, const std::string& what) {
   const double bytes = value * it->second;
   if (bytes > 1.8e19) throw ConfigError(what + ": '" + text + "' is too large");
   return static_cast<std::uint64_t>(std::llround(bytes));
+}
+
+std::optional<std::vector<std::int64_t>> parse_shape_text(const std::string& text) {
+  std::vector<std::int64_t> dims;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = text.find('x', begin);
+    const auto v = to_integer(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    if (!v) return std::nullopt;
+    dims.push_back(*v);
+    if (end == std::string::npos) return dims;
+    begin = end + 1;
+  }
+}
+
+std::optional<std::int64_t> to_integer(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+std::optional<double> to_number(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e9) return "?";
+  const auto s = static_cast<long long>(std::llround(seconds));
+  char b[32];
+  if (s < 60) std::snprintf(b, sizeof b, "%llds", s);
+  else if (s < 3600) std::snprintf(b, sizeof b, "%lldm%02llds", s / 60, s % 60);
+  else std::snprintf(b, sizeof b, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  return b;
 }
 
 std::string format_bytes(std::uint64_t bytes) {

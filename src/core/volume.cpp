@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 
 namespace voxfit {
 
@@ -69,7 +70,7 @@ std::string format_triple(const std::array<double, 3>& v) {
 }
 
 std::string format_size(const std::array<std::int64_t, 3>& v) {
-  return std::to_string(v[0]) + "x" + std::to_string(v[1]) + "x" + std::to_string(v[2]);
+  return shape_text(v);
 }
 
 std::string grid_difference(const std::array<std::int64_t, 3>& size_a, const Geometry& a,

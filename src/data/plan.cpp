@@ -37,6 +37,13 @@ Normalisation normalisation_from(const std::string& s, const std::string& where)
 
 std::string to_string(Normalisation n) { return n == Normalisation::CT ? "ct" : "zscore"; }
 
+std::optional<Normalisation> parse_normalisation(const std::string& text, const std::string& what) {
+  if (text == "auto") return std::nullopt;
+  if (text == "ct") return Normalisation::CT;
+  if (text == "zscore") return Normalisation::ZScore;
+  throw ConfigError(what + ": expected auto, ct or zscore, got '" + text + "'");
+}
+
 std::vector<std::string> Plan::case_ids() const {
   std::vector<std::string> ids;
   for (const auto& c : cases) ids.push_back(c.id);

@@ -10,7 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 #include "voxfit/io/dataset_check.h"
 #include "voxfit/io/h5_file.h"
 #include "voxfit/io/resample.h"
@@ -75,7 +77,7 @@ std::string settings_text(const PrepareOptions& o) {
     out << (*o.spacing)[0] << ',' << (*o.spacing)[1] << ',' << (*o.spacing)[2];
   else
     out << "median";
-  out << " norm=" << o.normalisation << " fg=" << o.foreground_samples_per_class
+  out << " norm=" << (o.normalisation ? to_string(*o.normalisation) : std::string("auto")) << " fg=" << o.foreground_samples_per_class
       << " isamples=" << o.intensity_samples_per_case << " chunk=" << o.chunk << " gzip=" << o.gzip_level
       << " seed=" << o.seed << '\n';
   return out.str();
@@ -228,13 +230,6 @@ std::pair<torch::Tensor, std::vector<std::int64_t>> foreground_locations(const t
   return {all.contiguous(), offsets};
 }
 
-struct Survey {
-  std::vector<std::array<double, 3>> spacings;
-  std::set<std::int64_t> values;
-  std::vector<std::vector<torch::Tensor>> ct_samples;  // [channel][case]
-  std::vector<io::Problem> problems;
-};
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -262,12 +257,189 @@ void write_case(const Plan& plan, const PlanCase& pc, const Resampled& r, const 
 
 }  // namespace
 
-PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_dir, const PrepareOptions& o) {
-  const auto say = [&](const std::string& s) {
-    if (o.progress) o.progress(s);
+namespace {
+
+// A case's line in its pass: "[3/40] case_003".
+std::string counted(const io::Dataset& dataset, const io::CaseFiles& c) {
+  const auto i = static_cast<std::size_t>(&c - dataset.cases.data()) + 1;
+  return "[" + std::to_string(i) + "/" + std::to_string(dataset.cases.size()) + "] " + c.id;
+}
+
+// Is channel `ch` (named `name`) normalised as CT under these options?
+bool is_ct(const PrepareOptions& o, const std::string& name) {
+  return o.normalisation ? *o.normalisation == Normalisation::CT : lower(name) == "ct";
+}
+
+CtIntensity ct_intensity(const std::vector<torch::Tensor>& samples) {
+  const torch::Tensor all = std::get<0>(torch::cat(samples).sort());
+  const auto at = [&](double q) {
+    const auto i = static_cast<std::int64_t>(std::llround(q * static_cast<double>(all.numel() - 1)));
+    return all[i].item<double>();
   };
-  if (o.normalisation != "auto" && o.normalisation != "ct" && o.normalisation != "zscore")
-    throw ConfigError("normalisation '" + o.normalisation + "': expected auto, ct or zscore");
+  return {at(0.005), at(0.995), all.mean().item<double>(), all.numel() > 1 ? all.std().item<double>() : 1.0};
+}
+
+}  // namespace
+
+DatasetFingerprint fingerprint_dataset(const io::Dataset& dataset, const PrepareOptions& o) {
+  DatasetFingerprint f;
+  std::vector<std::vector<torch::Tensor>> ct_samples;  // [channel][case]
+  std::vector<io::Problem> problems;
+  for (const auto& c : dataset.cases) {
+    Channels image;
+    std::vector<fs::path> files;
+    std::optional<Volume> label;
+    try {
+      for (const auto& file : c.images) {
+        Channels part = io::read_case_image(dataset, file);
+        for (auto& v : part) {
+          image.push_back(std::move(v));
+          files.push_back(file);
+        }
+      }
+      if (!c.label) throw DataError((c.images.empty() ? c.id : c.images.front().string()) + ": case '" + c.id + "' has no label; expected a label map");
+      label = io::read_case_label(dataset, *c.label);
+    } catch (const Error& e) {
+      problems.push_back({fs::path(), e.what()});
+      continue;
+    }
+    auto found = io::check_case(dataset, c, image, files, &*label, o.check);
+    if (f.channels == 0) f.channels = image.size();
+    if (image.size() != f.channels)
+      found.push_back({files.front(), "case '" + c.id + "' has " + std::to_string(image.size()) +
+                                          " channels, other cases " + std::to_string(f.channels)});
+    if (!found.empty()) {
+      problems.insert(problems.end(), found.begin(), found.end());
+      continue;
+    }
+    align_case(image, &*label);
+    f.case_ids.push_back(c.id);
+    f.spacings.push_back(image[0].geometry.spacing);
+    const torch::Tensor u = std::get<0>(torch::_unique(label->data.to(torch::kInt64).flatten(), true, false));
+    for (std::int64_t i = 0; i < u.numel(); ++i) f.label_values.insert(u[i].item<std::int64_t>());
+    ct_samples.resize(f.channels);
+    const torch::Tensor fg = label->data != 0;
+    for (std::size_t ch = 0; ch < f.channels; ++ch) {
+      if (!is_ct(o, ch < dataset.channel_names.size() ? dataset.channel_names[ch] : "")) continue;
+      torch::Tensor v = image[ch].data.to(torch::kFloat64).masked_select(fg);
+      if (v.numel() > o.intensity_samples_per_case)
+        v = v.index_select(0, torch::randperm(v.numel(), generator(o.seed, "ct " + c.id), torch::kLong)
+                                  .slice(0, 0, o.intensity_samples_per_case));
+      ct_samples[ch].push_back(v);
+    }
+    if (o.progress) o.progress(counted(dataset, c) + ": checked");
+  }
+  if (!problems.empty()) {
+    std::string msg = dataset.manifest.string() + ": " + std::to_string(problems.size()) +
+                      " problem(s), run 'voxfit data check' for all of them; first: ";
+    const auto& p = problems.front();
+    msg += p.file.empty() ? p.message : io::format_problem(p);
+    throw DataError(msg);
+  }
+  f.ct.resize(f.channels);
+  for (std::size_t ch = 0; ch < f.channels; ++ch)
+    if (!ct_samples[ch].empty()) f.ct[ch] = ct_intensity(ct_samples[ch]);
+  return f;
+}
+
+nlohmann::json to_json(const DatasetFingerprint& f) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (std::size_t i = 0; i < f.case_ids.size(); ++i)
+    cases.push_back({{"id", f.case_ids[i]}, {"spacing_xyz_mm", f.spacings[i]}});
+  nlohmann::json ct = nlohmann::json::array();
+  for (const auto& c : f.ct)
+    ct.push_back(c ? nlohmann::json{{"percentile_00_5", c->lower}, {"percentile_99_5", c->upper}, {"mean", c->mean},
+                                    {"std", c->std}}
+                   : nlohmann::json());
+  return {{"channels", f.channels}, {"cases", cases}, {"label_values", f.label_values},
+          {"foreground_intensity_ct", ct}};
+}
+
+Plan plan_dataset(const io::Dataset& dataset, const DatasetFingerprint& f, const PrepareOptions& o,
+                  const fs::path& cache_dir) {
+  Plan plan;
+  plan.cache_dir = cache_dir;
+  plan.dataset_name = dataset.name;
+  plan.foreground_samples_per_class = o.foreground_samples_per_class;
+  plan.channel_names = dataset.channel_names;
+  if (plan.channel_names.size() != f.channels) {
+    plan.channel_names.clear();
+    for (std::size_t ch = 0; ch < f.channels; ++ch) plan.channel_names.push_back("channel" + std::to_string(ch));
+  }
+  for (std::size_t ch = 0; ch < f.channels; ++ch) {
+    ChannelNormalisation n;
+    n.scheme = is_ct(o, plan.channel_names[ch]) ? Normalisation::CT : Normalisation::ZScore;
+    if (n.scheme == Normalisation::CT) {
+      if (!f.ct[ch]) throw DataError(dataset.manifest.string() + ": no foreground voxels for CT statistics");
+      n.lower = f.ct[ch]->lower;
+      n.upper = f.ct[ch]->upper;
+      n.mean = f.ct[ch]->mean;
+      n.std = f.ct[ch]->std;
+    }
+    plan.normalisation.push_back(n);
+  }
+  for (int axis = 0; axis < 3; ++axis) {
+    std::vector<double> s;
+    for (const auto& sp : f.spacings) s.push_back(sp[axis]);
+    plan.median_spacing[axis] = median(s);
+  }
+  plan.target_spacing = o.spacing ? *o.spacing : plan.median_spacing;
+  std::set<std::int64_t> values = f.label_values;
+  for (const auto& [v, name] : dataset.labels) values.insert(v);
+  values.insert(0);
+  for (std::int64_t v : values) {
+    plan.label_values.push_back(v);
+    const auto it = dataset.labels.find(v);
+    plan.class_names.push_back(it != dataset.labels.end() ? it->second
+                                                          : (v == 0 ? "background" : "label_" + std::to_string(v)));
+  }
+  return plan;
+}
+
+void write_cases(const io::Dataset& dataset, Plan& plan, const PrepareOptions& o, PrepareResult& result) {
+  fs::create_directories(plan.cache_dir / "cases");
+  const std::string params = plan_parameters(plan) + settings_text(o);
+  for (const auto& c : dataset.cases) {
+    PlanCase pc;
+    pc.id = c.id;
+    for (const auto& f : c.images) pc.source_images.push_back(f.string());
+    pc.source_label = c.label->string();
+    const std::string case_fp = hash_hex(case_inputs(c) + params);
+    const fs::path file = plan.case_file(c.id);
+    if (!o.force && fs::exists(file)) {
+      try {
+        const io::H5Reader r(file);
+        if (r.string_attribute("/", "fingerprint") == case_fp) {
+          const auto shape = r.shape("label");
+          pc.shape = {shape.at(0), shape.at(1), shape.at(2)};
+          plan.cases.push_back(std::move(pc));
+          ++result.cases_reused;
+          if (o.progress) o.progress(counted(dataset, c) + ": reused");
+          continue;
+        }
+      } catch (const Error&) {
+        // Unreadable: rewritten below.
+      }
+    }
+    Channels image = io::read_case_channels(dataset, c);
+    Volume label = io::read_case_label(dataset, *c.label);
+    align_case(image, &label);
+    const Volume classes = to_class_map(plan, label, c.label->string());
+    const Resampled r = preprocess_volumes(plan, image, &classes, nullptr, nullptr);
+    pc.shape = {r.image.size(1), r.image.size(2), r.image.size(3)};
+    write_case(plan, pc, r, case_fp, o);
+    if (o.progress)
+      o.progress(counted(dataset, c) + ": written " + shape_text(pc.shape) + " (D x H x W)");
+    plan.cases.push_back(std::move(pc));
+    ++result.cases_written;
+  }
+  std::set<std::string> keep;
+  for (const auto& c : plan.cases) keep.insert(c.id + ".h5");
+  for (const auto& e : fs::directory_iterator(plan.cache_dir / "cases"))
+    if (e.path().extension() == ".h5" && !keep.count(e.path().filename().string())) fs::remove(e.path());
+}
+
+PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_dir, const PrepareOptions& o) {
   if (o.spacing)
     for (double s : *o.spacing)
       if (!(s > 0)) throw ConfigError("spacing: expected three positive numbers (mm)");
@@ -290,158 +462,21 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
         result.plan = std::move(old);
         result.up_to_date = true;
         result.cases_reused = result.plan.cases.size();
-        say("cache is up to date (" + std::to_string(result.cases_reused) + " cases)");
+        if (o.progress) o.progress("cache is up to date (" + std::to_string(result.cases_reused) + " cases)");
         return result;
       }
     } catch (const Error&) {
       // An unreadable old plan is simply rebuilt.
     }
   }
-  fs::create_directories(cache_dir / "cases");
-
-  Plan plan;
-  plan.cache_dir = cache_dir;
-  plan.dataset_name = dataset.name;
+  // nnU-Net's stages, each with its output on disk: fingerprint.json, the cases, plan.json last
+  // (its presence with this fingerprint is what makes the cache up to date).
+  const DatasetFingerprint f = fingerprint_dataset(dataset, o);
+  fs::create_directories(cache_dir);
+  write_file_atomic(cache_dir / "fingerprint.json", to_json(f).dump(2) + "\n");
+  Plan plan = plan_dataset(dataset, f, o, cache_dir);
   plan.fingerprint = fingerprint;
-  plan.foreground_samples_per_class = o.foreground_samples_per_class;
-
-  // Pass 1: validate and survey (spacings, label values, CT intensities).
-  Survey survey;
-  std::size_t n_channels = 0;
-  for (const auto& c : dataset.cases) {
-    Channels image;
-    std::vector<fs::path> files;
-    std::optional<Volume> label;
-    try {
-      for (const auto& f : c.images) {
-        Channels part = io::read_case_image(dataset, f);
-        for (auto& v : part) {
-          image.push_back(std::move(v));
-          files.push_back(f);
-        }
-      }
-      if (!c.label) throw DataError((c.images.empty() ? c.id : c.images.front().string()) + ": case '" + c.id + "' has no label; expected a label map");
-      label = io::read_case_label(dataset, *c.label);
-    } catch (const Error& e) {
-      survey.problems.push_back({fs::path(), e.what()});
-      continue;
-    }
-    auto problems = io::check_case(dataset, c, image, files, &*label, o.check);
-    if (n_channels == 0) n_channels = image.size();
-    if (image.size() != n_channels)
-      problems.push_back({files.front(), "case '" + c.id + "' has " + std::to_string(image.size()) +
-                                             " channels, other cases " + std::to_string(n_channels)});
-    if (!problems.empty()) {
-      survey.problems.insert(survey.problems.end(), problems.begin(), problems.end());
-      continue;
-    }
-    align_case(image, &*label);
-    survey.spacings.push_back(image[0].geometry.spacing);
-    const torch::Tensor u = std::get<0>(torch::_unique(label->data.to(torch::kInt64).flatten(), true, false));
-    for (std::int64_t i = 0; i < u.numel(); ++i) survey.values.insert(u[i].item<std::int64_t>());
-    survey.ct_samples.resize(n_channels);
-    const torch::Tensor fg = label->data != 0;
-    for (std::size_t ch = 0; ch < n_channels; ++ch) {
-      const bool ct = o.normalisation == "ct" ||
-                      (o.normalisation == "auto" && ch < dataset.channel_names.size() &&
-                       lower(dataset.channel_names[ch]) == "ct");
-      if (!ct) continue;
-      torch::Tensor v = image[ch].data.to(torch::kFloat64).masked_select(fg);
-      if (v.numel() > o.intensity_samples_per_case)
-        v = v.index_select(0, torch::randperm(v.numel(), generator(o.seed, "ct " + c.id), torch::kLong)
-                                  .slice(0, 0, o.intensity_samples_per_case));
-      survey.ct_samples[ch].push_back(v);
-    }
-    say(c.id + ": checked");
-  }
-  if (!survey.problems.empty()) {
-    std::string msg = dataset.manifest.string() + ": " + std::to_string(survey.problems.size()) +
-                      " problem(s), run 'voxfit data check' for all of them; first: ";
-    const auto& p = survey.problems.front();
-    msg += p.file.empty() ? p.message : io::format_problem(p);
-    throw DataError(msg);
-  }
-
-  plan.channel_names = dataset.channel_names;
-  if (plan.channel_names.size() != n_channels) {
-    plan.channel_names.clear();
-    for (std::size_t ch = 0; ch < n_channels; ++ch) plan.channel_names.push_back("channel" + std::to_string(ch));
-  }
-  for (std::size_t ch = 0; ch < n_channels; ++ch) {
-    ChannelNormalisation n;
-    const bool ct = o.normalisation == "ct" || (o.normalisation == "auto" && lower(plan.channel_names[ch]) == "ct");
-    n.scheme = ct ? Normalisation::CT : Normalisation::ZScore;
-    if (ct) {
-      if (survey.ct_samples[ch].empty()) throw DataError(dataset.manifest.string() + ": no foreground voxels for CT statistics");
-      const torch::Tensor all = std::get<0>(torch::cat(survey.ct_samples[ch]).sort());
-      const auto at = [&](double q) {
-        const auto i = static_cast<std::int64_t>(std::llround(q * static_cast<double>(all.numel() - 1)));
-        return all[i].item<double>();
-      };
-      n.lower = at(0.005);
-      n.upper = at(0.995);
-      n.mean = all.mean().item<double>();
-      n.std = all.numel() > 1 ? all.std().item<double>() : 1.0;
-    }
-    plan.normalisation.push_back(n);
-  }
-  for (int axis = 0; axis < 3; ++axis) {
-    std::vector<double> s;
-    for (const auto& sp : survey.spacings) s.push_back(sp[axis]);
-    plan.median_spacing[axis] = median(s);
-  }
-  plan.target_spacing = o.spacing ? *o.spacing : plan.median_spacing;
-
-  std::set<std::int64_t> values = survey.values;
-  for (const auto& [v, name] : dataset.labels) values.insert(v);
-  values.insert(0);
-  for (std::int64_t v : values) {
-    plan.label_values.push_back(v);
-    const auto it = dataset.labels.find(v);
-    plan.class_names.push_back(it != dataset.labels.end() ? it->second
-                                                          : (v == 0 ? "background" : "label_" + std::to_string(v)));
-  }
-
-  // Pass 2: preprocess each case whose inputs or parameters changed.
-  const std::string params = plan_parameters(plan) + settings_text(o);
-  for (const auto& c : dataset.cases) {
-    PlanCase pc;
-    pc.id = c.id;
-    for (const auto& f : c.images) pc.source_images.push_back(f.string());
-    pc.source_label = c.label->string();
-    const std::string case_fp = hash_hex(case_inputs(c) + params);
-    const fs::path file = plan.case_file(c.id);
-    if (!o.force && fs::exists(file)) {
-      try {
-        const io::H5Reader r(file);
-        if (r.string_attribute("/", "fingerprint") == case_fp) {
-          const auto shape = r.shape("label");
-          pc.shape = {shape.at(0), shape.at(1), shape.at(2)};
-          plan.cases.push_back(std::move(pc));
-          ++result.cases_reused;
-          say(c.id + ": reused");
-          continue;
-        }
-      } catch (const Error&) {
-        // Unreadable: rewritten below.
-      }
-    }
-    Channels image = io::read_case_channels(dataset, c);
-    Volume label = io::read_case_label(dataset, *c.label);
-    align_case(image, &label);
-    const Volume classes = to_class_map(plan, label, c.label->string());
-    const Resampled r = preprocess_volumes(plan, image, &classes, nullptr, nullptr);
-    pc.shape = {r.image.size(1), r.image.size(2), r.image.size(3)};
-    write_case(plan, pc, r, case_fp, o);
-    say(c.id + ": written " + std::to_string(pc.shape[0]) + "x" + std::to_string(pc.shape[1]) + "x" +
-        std::to_string(pc.shape[2]) + " (D x H x W)");
-    plan.cases.push_back(std::move(pc));
-    ++result.cases_written;
-  }
-  std::set<std::string> keep;
-  for (const auto& c : plan.cases) keep.insert(c.id + ".h5");
-  for (const auto& e : fs::directory_iterator(cache_dir / "cases"))
-    if (e.path().extension() == ".h5" && !keep.count(e.path().filename().string())) fs::remove(e.path());
+  write_cases(dataset, plan, o, result);
   save_plan(plan);
   result.plan = std::move(plan);
   return result;

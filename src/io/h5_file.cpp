@@ -22,6 +22,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 
 namespace voxfit::io {
 
@@ -249,8 +250,7 @@ void copy_box(const DirectLayout& l, const char* base, const std::vector<std::in
 // times it for filtered (gzip's largest ratio).
 void check_declared_size(const H5::DataSet& ds, const std::vector<std::int64_t>& dims, const fs::path& file,
                          const std::string& where) {
-  std::string shape;
-  for (auto d : dims) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  const std::string shape = shape_text(dims);
   const std::uint64_t stored = ds.getDataType().getSize();
   // Elements, capped so that even 8-byte elements stay within 63 bits.
   constexpr std::uint64_t kMaxElements = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / 8;
@@ -582,10 +582,8 @@ Channels read_h5_channels(const fs::path& file, const std::string& dataset) {
   const std::string where = file.string() + ":" + dataset;
   const torch::Tensor data = r.read(dataset);
   if (data.dim() != 3 && data.dim() != 4) {
-    std::string dims;
-    for (auto s : data.sizes()) dims += (dims.empty() ? "" : "x") + std::to_string(s);
     throw IoError(where + ": expected a 3D [D, H, W] or 4D [C, D, H, W] dataset, found " +
-                  std::to_string(data.dim()) + "D (" + dims + ")");
+                  std::to_string(data.dim()) + "D (" + shape_text(data.sizes()) + ")");
   }
   const Geometry g = r.geometry(dataset).value_or(Geometry{});
   const auto stored = r.pixel_type(dataset);

@@ -22,6 +22,7 @@
 #include "voxfit/core/error.h"
 #include "itk_bridge.h"
 #include "nifti_integrity.h"
+#include "voxfit/core/units.h"
 #include "voxfit/io/volume_io.h"
 
 namespace voxfit::io {
@@ -356,10 +357,8 @@ Channels read_channels(const fs::path& spec) {
     auto io = open_for_read(p);
     const ImageInfo info = info_of(io.GetPointer(), p);
     if (info.dimension < 3 || info.dimension > 4) {
-      std::string dims;
-      for (auto s : info.size) dims += (dims.empty() ? "" : "x") + std::to_string(s);
       throw IoError(p.string() + ": expected a 3D image, found a " + std::to_string(info.dimension) +
-                    "D image of " + dims);
+                    "D image of " + shape_text(info.size));
     }
     itk::ImageIORegion region(info.dimension);
     for (unsigned i = 0; i < info.dimension; ++i) {

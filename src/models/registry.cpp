@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/network.h"
 #include "voxfit/models/nets/resnet.h"
@@ -45,29 +46,17 @@ class Params {
 
   int64_t integer(const std::string& name, int64_t min = 1) const {
     const std::string v = raw(name);
-    size_t used = 0;
-    int64_t out = 0;
-    try {
-      out = std::stoll(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != v.size() || v.empty()) fail(name, v, "an integer");
-    if (out < min) fail(name, v, "an integer >= " + std::to_string(min));
-    return out;
+    const auto out = to_integer(v);
+    if (!out) fail(name, v, "an integer");
+    if (*out < min) fail(name, v, "an integer >= " + std::to_string(min));
+    return *out;
   }
 
   double real(const std::string& name) const {
     const std::string v = raw(name);
-    size_t used = 0;
-    double out = 0;
-    try {
-      out = std::stod(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != v.size() || v.empty() || !(out > 0)) fail(name, v, "a positive number");
-    return out;
+    const auto out = to_number(v);
+    if (!out || !(*out > 0)) fail(name, v, "a positive number");
+    return *out;
   }
 
   bool flag(const std::string& name) const {
@@ -84,15 +73,9 @@ class Params {
     std::stringstream ss(v);
     std::string item;
     while (std::getline(ss, item, ',')) {
-      size_t used = 0;
-      int64_t x = 0;
-      try {
-        x = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || item.empty() || x < 1) fail(name, v, "a comma-separated list of positive integers");
-      out.push_back(x);
+      const auto x = to_integer(item);
+      if (!x || *x < 1) fail(name, v, "a comma-separated list of positive integers");
+      out.push_back(*x);
     }
     if (out.empty()) fail(name, v, "a comma-separated list of positive integers");
     return out;

@@ -15,19 +15,6 @@ namespace voxfit::sweep {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string patch_text(const std::vector<std::int64_t>& patch) {
-  std::string s;
-  for (auto v : patch) s += (s.empty() ? "" : "x") + std::to_string(v);
-  return s;
-}
-
-std::vector<std::int64_t> patch_from_text(const std::string& text) {
-  std::vector<std::int64_t> patch;
-  std::istringstream in(text);
-  for (std::string v; std::getline(in, v, 'x');) patch.push_back(std::atoll(v.c_str()));
-  return patch;
-}
-
 std::int64_t patch_voxels(const std::vector<std::int64_t>& patch) {
   std::int64_t n = 1;
   for (auto v : patch) n *= v;

@@ -132,7 +132,7 @@ std::vector<const json*> grid_order(const std::vector<json>& entries) {
   for (const auto& m : first_seen(entries, "model")) model_rank.emplace(m, model_rank.size());
   for (const auto& b : first_seen(entries, "budget")) budget_rank.emplace(b, budget_rank.size());
   const auto sort_key = [&](const json* e) {
-    const std::int64_t voxels = patch_voxels(patch_from_text(e->value("patch", "")));
+    const std::int64_t voxels = patch_voxels(parse_shape_text(e->value("patch", "")).value_or(std::vector<std::int64_t>{}));
     int precision = 99;
     try {
       precision = static_cast<int>(train::parse_precision(e->value("precision", "")));

@@ -15,6 +15,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/provenance.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/kernels/conv_of_concat.h"
@@ -31,13 +32,45 @@ using nlohmann::json;
 
 std::string point_key(const std::string& model, const std::vector<std::int64_t>& patch, train::Precision precision,
                       models::CheckpointMode checkpoint, const memory::BudgetSpec& budget) {
-  return model + "|" + patch_text(patch) + "|" + train::to_string(precision) + "|" + models::to_string(checkpoint) +
+  return model + "|" + shape_text(patch) + "|" + train::to_string(precision) + "|" + models::to_string(checkpoint) +
          "|" + budget.label();
 }
 
+namespace {
+
+// The fitting probes by batch, each with samples/s, voxels/s and peaks; `at_max` gets the
+// samples/s at `max_batch`.
+json throughput_rows(std::vector<Probe> timed, std::int64_t voxels, std::int64_t max_batch, double& at_max) {
+  std::sort(timed.begin(), timed.end(), [](const Probe& a, const Probe& b) { return a.batch < b.batch; });
+  json rows = json::array();
+  for (const auto& p : timed) {
+    if (!p.fits) continue;
+    rows.push_back({{"batch", p.batch},
+                    {"samples_per_s", p.samples_per_s},
+                    {"voxels_per_s", p.samples_per_s * static_cast<double>(voxels)},
+                    {"peak_allocated_bytes", p.peak_allocated},
+                    {"peak_reserved_bytes", p.peak_reserved}});
+    if (p.batch == max_batch) at_max = p.samples_per_s;
+  }
+  return rows;
+}
+
+// The breakdowns the report draws: at batch 1 and at the largest batch that fit.
+json breakdowns_of(const SearchResult& r) {
+  json breakdowns = json::object();
+  for (const auto& p : r.probes)
+    if (p.fits && !p.memory.is_null() && (p.batch == 1 || p.batch == r.max_batch))
+      breakdowns[p.batch == r.max_batch ? "max_batch" : "batch_1"] = p.memory;
+  if (r.max_batch == 1 && breakdowns.contains("max_batch")) breakdowns["batch_1"] = breakdowns["max_batch"];
+  return breakdowns;
+}
+
+}  // namespace
+
 json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
                   const memory::BudgetSpec& budget, std::int64_t max_batch, bool throughput_table,
-                  const IsolatedProbe& isolated, const fs::path& probe_journal) {
+                  const IsolatedProbe& isolated, const fs::path& probe_journal,
+                  const std::function<void(const std::string&)>& progress) {
   if (budget.kind == memory::BudgetKind::None)
     throw ConfigError("a max-batch search needs a budget (--vram SIZE or --card ID)");
   // In this process: the budget installed here and one TrainingProbe for every probe. Isolated:
@@ -90,6 +123,16 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
       return p;
     };
   }
+  if (progress)
+    prober = [measure = std::move(prober), &progress](std::int64_t b) {
+      const Probe p = measure(b);
+      char line[160];
+      std::snprintf(line, sizeof line, "  probe batch %lld: %s, %.2f samples/s, peak %s reserved (%.1f s)",
+                    static_cast<long long>(b), p.fits ? "fits" : "out of memory", p.samples_per_s,
+                    format_bytes(p.peak_reserved).c_str(), p.seconds);
+      progress(line);
+      return p;
+    };
   SearchResult r = find_max_batch(prober, so);
   const int search_probes = static_cast<int>(r.probes.size());
 
@@ -100,33 +143,18 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
     for (std::int64_t b = 1; b < r.max_batch; b *= 2)
       if (!done.count(b)) timed.push_back(prober(b));
   }
-  std::sort(timed.begin(), timed.end(), [](const Probe& a, const Probe& b) { return a.batch < b.batch; });
-  json throughput = json::array();
   double at_max = 0;
-  for (const auto& p : timed) {
-    if (!p.fits) continue;
-    throughput.push_back({{"batch", p.batch},
-                          {"samples_per_s", p.samples_per_s},
-                          {"voxels_per_s", p.samples_per_s * static_cast<double>(patch_voxels(probe.model_context.patch))},
-                          {"peak_allocated_bytes", p.peak_allocated},
-                          {"peak_reserved_bytes", p.peak_reserved}});
-    if (p.batch == r.max_batch) at_max = p.samples_per_s;
-  }
+  const json throughput = throughput_rows(timed, patch_voxels(probe.model_context.patch), r.max_batch, at_max);
   json probes = json::array();
   for (const auto& p : r.probes) probes.push_back(to_json(p));
-  // The breakdowns the report draws: at batch 1 and at the largest batch that fit.
-  json breakdowns = json::object();
-  for (const auto& p : r.probes)
-    if (p.fits && !p.memory.is_null() && (p.batch == 1 || p.batch == r.max_batch))
-      breakdowns[p.batch == r.max_batch ? "max_batch" : "batch_1"] = p.memory;
-  if (r.max_batch == 1 && breakdowns.contains("max_batch")) breakdowns["batch_1"] = breakdowns["max_batch"];
+  const json breakdowns = breakdowns_of(r);
   const double predicted_peak = r.fit.peak_at(r.max_batch);
   double measured_peak = 0;
   for (const auto& p : r.probes)
     if (p.fits && p.batch == r.max_batch) measured_peak = static_cast<double>(p.peak_reserved);
   return {{"key", key},
           {"model", probe.model},
-          {"patch", patch_text(probe.model_context.patch)},
+          {"patch", shape_text(probe.model_context.patch)},
           {"precision", train::to_string(probe.step.precision)},
           {"checkpoint", models::to_string(probe.model_context.checkpoint)},
           {"attention", models::to_string(probe.model_context.attention)},
@@ -140,6 +168,7 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
           {"allocator", memory::cuda_allocator_settings()},
           {"host_allocator", memory::host_allocator_settings()},
           {"dataset", plan.dataset_name},
+          {"provenance", provenance(probe.device)},
           {"max_batch", r.max_batch},
           {"first_failing", r.first_failing},
           {"predicted", r.predicted},
@@ -243,17 +272,27 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
   if (o.shards < 1 || o.shard >= o.shards)
     throw ConfigError("sweep shard " + std::to_string(o.shard) + "/" + std::to_string(o.shards) + ": out of range");
   const auto points = grid_points(o.grid);
-  for (std::size_t i = o.shard; i < points.size(); i += o.shards) {
-    const GridPoint& g = points[i];
+  std::vector<std::size_t> todo;
+  for (std::size_t i = o.shard; i < points.size(); i += o.shards)
+    if (!done.count(points[i].key())) todo.push_back(i);
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t n = 0; n < todo.size(); ++n) {
+    const GridPoint& g = points[todo[n]];
     const std::string key = g.key();
-    if (done.count(key)) continue;
+    if (o.progress) {
+      // The time left: the mean point so far times the points left (no estimate before the first).
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      o.progress("point " + std::to_string(n + 1) + "/" + std::to_string(todo.size()) + " " + key +
+                 (n > 0 ? ", ETA " + format_duration(spent / static_cast<double>(n) * static_cast<double>(todo.size() - n))
+                        : std::string()));
+    }
     const ProbeOptions p = point_probe(o, plan, g.model, g.patch, g.precision, g.checkpoint);
     json entry;
     try {
       entry = search_point(plan, index, p, g.budget, o.max_batch, o.throughput_table,
-                           o.isolate ? o.isolate(key) : IsolatedProbe{}, probe_journal);
+                           o.isolate ? o.isolate(key) : IsolatedProbe{}, probe_journal, o.progress);
     } catch (const UnsupportedError& e) {
-      entry = {{"key", key}, {"model", g.model}, {"patch", patch_text(g.patch)},
+      entry = {{"key", key}, {"model", g.model}, {"patch", shape_text(g.patch)},
                {"precision", train::to_string(g.precision)}, {"checkpoint", models::to_string(g.checkpoint)},
                {"budget", g.budget.label()}, {"skipped", e.what()}};
     }

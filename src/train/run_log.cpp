@@ -93,10 +93,12 @@ void RunLog::step(const StepRecord& r) {
   csv_.flush();
   if (!jsonl_ || !csv_) throw IoError("run log: write failed (disk full?)");
 
-  char line[200];
-  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  %.2f samples/s  wait %.0f%%  peak %s",
+  char line[240];
+  const double eta = static_cast<double>(std::max<std::int64_t>(0, total_ - r.step)) * r.step_time_s;
+  std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  lr %.2e  %.2f samples/s  wait %.0f%%  peak %s  ETA %s",
                 static_cast<long long>(r.step), static_cast<long long>(total_), r.loss, r.lr, r.samples_per_s,
-                r.step_time_s > 0 ? 100.0 * r.data_wait_s / r.step_time_s : 0.0, format_bytes(r.peak_allocated).c_str());
+                r.step_time_s > 0 ? 100.0 * r.data_wait_s / r.step_time_s : 0.0, format_bytes(r.peak_allocated).c_str(),
+                format_duration(eta).c_str());
   if (tty_) {
     const int width = 24;
     const int done = static_cast<int>(std::lround(width * static_cast<double>(r.step) / std::max<std::int64_t>(1, total_)));

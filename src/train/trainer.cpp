@@ -14,6 +14,7 @@
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/host_memory.h"
+#include "voxfit/core/provenance.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
 #include "voxfit/kernels/conv_of_concat.h"
@@ -44,6 +45,7 @@ nlohmann::json config_json(const TrainOptions& o, const data::Plan& plan) {
   for (const auto& [k, v] : o.model_context.params) params[k] = v;
   return {{"voxfit", voxfit_version()},
           {"torch", torch_version()},
+          {"provenance", provenance(o.device)},
           {"cache", fs::absolute(o.cache_dir).string()},
           {"dataset", plan.dataset_name},
           {"model", o.model},

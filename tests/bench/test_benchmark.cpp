@@ -224,7 +224,10 @@ TEST_F(Bench, JsonHoldsLineIterationsSteadyStateAndComparisons) {
   EXPECT_EQ(j.at("settings").at("input"), "random");
   EXPECT_EQ(j.at("settings").at("cuda_graph"), false);
   EXPECT_EQ(j.at("settings").at("channels_last"), false);
-  EXPECT_EQ(j.at("versions").at("torch"), torch_version());
+  EXPECT_EQ(j.at("provenance").at("libtorch"), torch_version());
+  EXPECT_EQ(j.at("provenance").at("voxfit"), voxfit_version());
+  EXPECT_FALSE(j.at("provenance").at("commit").get<std::string>().empty());
+  EXPECT_FALSE(j.at("provenance").at("host").get<std::string>().empty());
   ASSERT_EQ(j.at("iterations").size(), 4u);
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(j["iterations"][i].at("index"), static_cast<int>(i));
@@ -316,6 +319,11 @@ TEST_F(Bench, InvalidOptionsAreRejectedBeforeAnyWork) {
   EXPECT_EQ(bench::to_string(o.precision), "bfloat16");
   EXPECT_THROW(bench::validate(o), UnsupportedError);  // reduced precision: CUDA only
   EXPECT_THROW(bench::parse_precision("float64", "--precision"), ConfigError);
+  // One vocabulary: the training names mean the same pure dtypes here; mixed precision is refused.
+  EXPECT_EQ(bench::parse_precision("fp16", "--precision"), bench::Precision::kFloat16);
+  EXPECT_EQ(bench::parse_precision("bf16", "--precision"), bench::Precision::kBfloat16);
+  EXPECT_EQ(bench::parse_precision("fp32", "--precision"), bench::Precision::kFloat32);
+  EXPECT_THROW(bench::parse_precision("16-mixed", "--precision"), ConfigError);
   EXPECT_THROW(bench::parse_input_fill("ones"), ConfigError);
 }
 

@@ -37,6 +37,24 @@ TEST_F(Cli, EveryCommandTakesHelp) {
   }
 }
 
+// --print-config prints every effective option as an .ini; --config reads it back to the same options.
+TEST_F(Cli, PrintConfigRoundTripsThroughConfig) {
+  const auto r = run_voxfit("train --print-config --model unetr --batch 4 --lr 0.0003 --no-augment --output run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"\nbatch = 4\n", "\nlr = 0.0003\n", "\nno-augment = true\n", "\nmodel = unetr\n",
+                           "\nsteps = 250\n", "\nprecision = fp32\n", "\noversample = 0.33\n"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << r.out;
+  EXPECT_EQ(r.out.find("\nhelp ="), std::string::npos) << r.out;
+  const auto ini = dir() / "train.ini";
+  std::ofstream(ini) << r.out;
+  const auto back = run_voxfit("train --config " + ini.string() + " --print-config");
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(back.out, r.out);
+  // Every command takes it.
+  for (const char* c : {"info", "data prepare", "models", "predict", "sweep", "bench", "cards list"})
+    EXPECT_EQ(run_voxfit(std::string(c) + " --print-config").exit_code, 0) << c;
+}
+
 TEST_F(Cli, InfoReportsVersionsDevicesAndThreads) {
   const auto r = run_voxfit("info --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -26,6 +26,20 @@ TEST(Units, RejectsNonsenseWithTheFieldName) {
   }
 }
 
+// The one number parser: whole text or nothing.
+TEST(Units, ParsesWholeNumbersOnly) {
+  EXPECT_EQ(to_integer("96"), 96);
+  EXPECT_EQ(to_integer("-3"), -3);
+  for (const char* bad : {"", "9x", " 9", "1e3", "99999999999999999999"}) EXPECT_FALSE(to_integer(bad).has_value()) << bad;
+  EXPECT_DOUBLE_EQ(to_number("1e-4").value(), 1e-4);
+  EXPECT_DOUBLE_EQ(to_number("0.33").value(), 0.33);
+  for (const char* bad : {"", "0.3mm", " 1", "x"}) EXPECT_FALSE(to_number(bad).has_value()) << bad;
+  EXPECT_EQ(format_duration(45.2), "45s");
+  EXPECT_EQ(format_duration(192), "3m12s");
+  EXPECT_EQ(format_duration(7500), "2h05m");
+  EXPECT_EQ(format_duration(-1), "?");
+}
+
 TEST(Units, FormatsForPeople) {
   EXPECT_EQ(format_bytes(17), "17 B");
   EXPECT_EQ(format_bytes(512ull * kMiB), "512.00 MiB");

@@ -26,6 +26,11 @@ TEST_F(DataCli, PrepareWritesTheCacheAndReusesIt) {
   EXPECT_NE(r.out.find("up to date"), std::string::npos) << r.out;
   r = run_voxfit(cmd + " --spacing 3,x,1");
   EXPECT_EQ(r.exit_code, 2) << r.err;
+  // Three values come in the axis order of --patch, D,H,W; the plan keeps ITK's x, y, z.
+  r = run_voxfit("data prepare '" + root.string() + "' -q --output '" + (dir() / "aniso").string() + "' --spacing 6,3,4.5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("spacing 6 x 3 x 4.5 mm (D x H x W)"), std::string::npos) << r.out;
+  EXPECT_EQ(data::load_plan(dir() / "aniso").target_spacing, (std::array<double, 3>{4.5, 3.0, 6.0}));
   r = run_voxfit("data prepare '" + root.string() + "'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--output"), std::string::npos);
@@ -34,7 +39,7 @@ TEST_F(DataCli, PrepareWritesTheCacheAndReusesIt) {
 TEST_F(DataCli, BenchPrintsOneRowPerThreadCount) {
   const auto root = test::mri_nnunet_dataset(dir() / "mri", 1);
   ASSERT_EQ(run_voxfit("data prepare '" + root.string() + "' -q -o '" + (dir() / "cache").string() + "'").exit_code, 0);
-  const auto r = run_voxfit("data bench '" + (dir() / "cache").string() + "' --patch 32 --batch 2 --threads 1,2 --seconds 0.5");
+  const auto r = run_voxfit("data bench '" + (dir() / "cache").string() + "' --patch 32 --batch 2 --loader-threads 1,2 --seconds 0.5");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("patches/s"), std::string::npos) << r.out;
   int rows = 0;

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "data/data_test_util.h"
 #include "voxfit/core/error.h"
@@ -60,6 +63,40 @@ TEST_F(Preprocess, CtMsdDatasetPreparesIntoPlanAndCaseFiles) {
   }
   // The 3 mm crop resampled to ~2 mm in x/y grows by about 3/2.
   EXPECT_NEAR(static_cast<double>(plan.cases[0].shape[2]), 122 * 3.0 / plan.target_spacing[0], 1.0);
+}
+
+// nnU-Net's stages, each alone: the fingerprint surveys, the plan decides, and prepare_dataset
+// leaves the fingerprint on disk beside plan.json.
+TEST_F(Preprocess, StagesRunAloneAndTheFingerprintIsWritten) {
+  const io::Dataset ds = io::load_dataset(test::ct_msd_dataset(dir() / "ct"));
+  const data::DatasetFingerprint f = data::fingerprint_dataset(ds, {});
+  EXPECT_EQ(f.case_ids, (std::vector<std::string>{"ct_sm", "ct_dicom"}));
+  ASSERT_EQ(f.spacings.size(), 2u);
+  EXPECT_NEAR(f.spacings[0][2], 3.0, 1e-6);  // example_ct_sm: 3 mm
+  EXPECT_EQ(f.channels, 1u);
+  ASSERT_TRUE(f.ct.at(0).has_value());  // the channel is named CT: its statistics are surveyed
+  EXPECT_LT(f.ct[0]->lower, f.ct[0]->upper);
+  EXPECT_TRUE(f.label_values.count(0));
+
+  data::PrepareOptions o;
+  o.spacing = std::array<double, 3>{2.0, 2.0, 4.0};
+  o.normalisation = data::Normalisation::ZScore;  // every channel, the CT one too
+  const data::Plan plan = data::plan_dataset(ds, f, o, dir() / "unused");
+  EXPECT_EQ(plan.target_spacing, (std::array<double, 3>{2.0, 2.0, 4.0}));
+  EXPECT_NEAR(plan.median_spacing[2], 2.5, 0.01);
+  EXPECT_EQ(plan.normalisation.at(0).scheme, data::Normalisation::ZScore);
+  EXPECT_EQ(plan.label_values.front(), 0);
+  EXPECT_TRUE(plan.cases.empty());  // stage 3 fills them
+
+  const auto r = data::prepare_dataset(ds, dir() / "cache");
+  ASSERT_TRUE(fs::exists(dir() / "cache" / "fingerprint.json"));
+  const auto written = nlohmann::json::parse(std::ifstream(dir() / "cache" / "fingerprint.json"));
+  EXPECT_EQ(written.at("cases").size(), 2u);
+  EXPECT_EQ(written.at("cases")[1].at("id"), "ct_dicom");
+  EXPECT_DOUBLE_EQ(written.at("foreground_intensity_ct")[0].at("percentile_00_5").get<double>(),
+                   r.plan.normalisation[0].lower);
+  EXPECT_FALSE(data::parse_normalisation("auto").has_value());
+  EXPECT_THROW(data::parse_normalisation("minmax"), ConfigError);
 }
 
 TEST_F(Preprocess, RerunReusesTheCacheAndAChangedInputInvalidatesIt) {

@@ -10,6 +10,7 @@
 #include "voxfit/data/plan.h"
 #include "voxfit/memory/budget.h"
 #include "voxfit/memory/oom.h"
+#include "voxfit/core/runtime.h"
 #include "voxfit/sweep/report.h"
 #include "voxfit/sweep/sweep.h"
 
@@ -223,6 +224,12 @@ TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].value("optimizer", ""), "adamw");
   EXPECT_DOUBLE_EQ(entries[0].value("lr", 0.0), 3e-4);
+  // Where the number came from.
+  const auto& from = entries[0].at("provenance");
+  EXPECT_EQ(from.at("voxfit"), voxfit_version());
+  EXPECT_EQ(from.at("libtorch"), torch_version());
+  for (const char* k : {"commit", "cuda", "cudnn", "device", "driver", "host"})
+    EXPECT_FALSE(from.at(k).get<std::string>().empty()) << k;
   r = test::run_voxfit("sweep --dataset " + test::prepared_ct_cache().string() + " --models unet3d --output " +
                        (dir() / "x").string());
   EXPECT_EQ(r.exit_code, 2);

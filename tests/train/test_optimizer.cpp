@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "voxfit/core/error.h"
 #include "voxfit/train/lr_schedule.h"
 #include "voxfit/train/optimizer.h"
+#include "voxfit/train/precision.h"
 
 namespace voxfit::train {
 namespace {
@@ -85,4 +87,14 @@ TEST(Schedule, PolyAndCosine) {
 }
 
 }  // namespace
+// One precision vocabulary: voxfit's, PyTorch's dtype names and Lightning's mixed-precision names.
+TEST(Precision, ParsesEveryUsersSpelling) {
+  EXPECT_EQ(parse_precision("16-mixed"), Precision::kFp16);
+  EXPECT_EQ(parse_precision("float16"), Precision::kFp16);
+  EXPECT_EQ(parse_precision("bf16-mixed"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("32-true"), Precision::kFp32);
+  EXPECT_EQ(parse_precision("tf32"), Precision::kTf32);
+  EXPECT_THROW(parse_precision("fp8"), ConfigError);
+}
+
 }  // namespace voxfit::train

@@ -15,6 +15,7 @@
 #include "voxfit/train/checkpoint.h"
 #include "voxfit/train/event_writer.h"
 #include "voxfit/train/predictor.h"
+#include "voxfit/core/provenance.h"
 #include "voxfit/train/trainer.h"
 
 namespace voxfit::train {
@@ -154,6 +155,8 @@ TEST_F(TrainerTest, WritesLogsConfigCheckpointsAndTensorBoard) {
   const auto config = nlohmann::json::parse(std::ifstream(o.output_dir / "config.json"));
   EXPECT_EQ(config["model"], "unet3d");
   EXPECT_EQ(config["classes"], 4);
+  EXPECT_EQ(config["provenance"]["commit"], voxfit_commit());
+  EXPECT_EQ(config["provenance"]["driver"], "none");  // a CPU run
   // The run's memory breakdown: parts adding up to its peak, the tensor counts within 1% of it.
   ASSERT_TRUE(config.contains("memory_breakdown")) << config.dump(1);
   const auto& mb = config["memory_breakdown"];

@@ -11,7 +11,8 @@
 namespace voxfit::cli {
 
 /// Adds a "Model" group to `spec`: --model, --in-channels, --classes, --patch (`96` or
-/// `96,96,64`), --attention, --checkpoint, --channels-last, and one string option
+/// `96,96,64`, D,H,W), --attention, --recompute (and --checkpoint, its deprecated spelling),
+/// --channels-last, and one string option
 /// `--<param-with-dashes>` per distinct ModelParam name in the registry (unset = the model's default).
 void add_model_options(CommandSpec& spec);
 
@@ -21,6 +22,10 @@ void add_model_options(CommandSpec& spec);
 /// the parameters it has and ignores the others').
 models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model,
                                         bool only_own_params = false);
+
+/// The --recompute mode as given (none, blocks, all), also through the deprecated --checkpoint
+/// (which warns once and must agree with an explicit --recompute).
+std::string recompute_text(const po::variables_map& vm);
 
 /// "96" -> `dims` copies; "96,96,64" -> as given (must be `dims` values, each >= 1).
 /// Throws ConfigError naming `what`.

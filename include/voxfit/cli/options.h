@@ -38,6 +38,10 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
 std::vector<std::string> without_options(const std::vector<std::string>& args, const std::set<std::string>& drop,
                                          const std::set<std::string>& drop_switches = {});
 
+/// Tells the user once per process, on stderr, that `old_spelling` is deprecated in favour of
+/// `new_spelling` (the old one keeps working).
+void warn_deprecated(const std::string& old_spelling, const std::string& new_spelling);
+
 /// The threads option every command takes, applied by parse_command.
 inline constexpr const char* kThreadsHelp =
     "intra-op CPU threads for LibTorch (0 = OMP_NUM_THREADS if set, else one per hardware thread)";

@@ -26,6 +26,8 @@ bool cuda_available();
 std::vector<GpuInfo> cuda_devices();
 /// "13.0" or "none".
 std::string cuda_runtime_version();
+/// The CUDA driver's version as cudaDriverGetVersion reports it ("13.0"), or "none".
+std::string cuda_driver_version();
 /// "9.10.2" or "none".
 std::string cudnn_version();
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ enum class Normalisation {
   ZScore,  ///< per case: z-score over the channel's non-zero voxels; zero voxels stay 0 (MRI)
 };
 std::string to_string(Normalisation n);
+/// "ct" / "zscore"; "auto" is unset (each channel by its name). Throws ConfigError naming `what`.
+std::optional<Normalisation> parse_normalisation(const std::string& text, const std::string& what = "--normalisation");
 
 struct ChannelNormalisation {
   Normalisation scheme = Normalisation::ZScore;

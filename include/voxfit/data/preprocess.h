@@ -12,6 +12,7 @@
 // plus CACHE/plan.json. A re-run whose inputs (paths, sizes, modification times) and settings are
 // unchanged reuses the cache; otherwise the plan is rebuilt and only cases whose own inputs or
 // preprocessing parameters changed are rewritten.
+#include <nlohmann/json.hpp>
 #include <torch/types.h>
 
 #include <array>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "voxfit/core/volume.h"
@@ -31,8 +33,8 @@ namespace voxfit::data {
 struct PrepareOptions {
   /// Target spacing (x, y, z) in mm; default: the per-axis median of the training cases.
   std::optional<std::array<double, 3>> spacing;
-  /// "auto" (CT channels -> ct, others -> zscore), "ct" or "zscore" for every channel.
-  std::string normalisation = "auto";
+  /// Every channel's scheme; unset: auto (channels named CT -> ct, others -> zscore).
+  std::optional<Normalisation> normalisation;
   /// Foreground voxel locations kept per class and case (nnU-Net keeps 10,000).
   std::int64_t foreground_samples_per_class = 10000;
   /// Foreground intensities sampled per case and channel for the CT statistics.
@@ -57,8 +59,37 @@ struct PrepareResult {
   std::size_t cases_reused = 0;
 };
 
-/// Validates the dataset (throws DataError listing the problems, as `voxfit data check` would),
-/// then preprocesses every labelled case into `cache_dir`.
+/// Foreground intensity statistics of a CT channel over the training cases (nnU-Net's).
+struct CtIntensity {
+  double lower = 0, upper = 0;  ///< 0.5 and 99.5 percentiles
+  double mean = 0, std = 1;
+};
+
+/// Stage 1, nnU-Net's fingerprint: every case read and checked (a DataError names the problems as
+/// `voxfit data check` would), and what the plan needs from them: per case its id and spacing, the
+/// label values present, per CT channel the foreground intensity statistics (sampled with the
+/// options' seed). prepare_dataset writes it to CACHE/fingerprint.json (to_json).
+struct DatasetFingerprint {
+  std::vector<std::string> case_ids;
+  std::vector<std::array<double, 3>> spacings;  ///< per case, (x, y, z) mm
+  std::set<std::int64_t> label_values;
+  std::size_t channels = 0;
+  std::vector<std::optional<CtIntensity>> ct;  ///< per channel; set for the channels normalised as CT
+};
+DatasetFingerprint fingerprint_dataset(const io::Dataset& dataset, const PrepareOptions& options);
+nlohmann::json to_json(const DatasetFingerprint& fingerprint);
+
+/// Stage 2, the plan: target spacing (the options' or the median), each channel's normalisation,
+/// the classes. Its cases and input fingerprint are left empty for stage 3 and the caller.
+Plan plan_dataset(const io::Dataset& dataset, const DatasetFingerprint& fingerprint, const PrepareOptions& options,
+                  const fs::path& cache_dir);
+
+/// Stage 3: writes CACHE/cases/ID.h5 for every case whose inputs or preprocessing parameters
+/// changed, reuses the others (counted in `result`), fills plan.cases and removes case files of
+/// cases no longer in the dataset.
+void write_cases(const io::Dataset& dataset, Plan& plan, const PrepareOptions& options, PrepareResult& result);
+
+/// The three stages (fingerprint.json, the cases, plan.json last) unless the cache is up to date.
 PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_dir,
                               const PrepareOptions& options = {});
 

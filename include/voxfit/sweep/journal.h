@@ -1,7 +1,7 @@
 #pragma once
 // A sweep's journal: DIR/results.jsonl, one JSON object a finished point (an interrupted sweep
 // resumes where it stopped), and DIR/probes.jsonl, the probes of the point in progress; merging
-// the journals of a distributed sweep. The patch of an entry is written "96x96x96".
+// the journals of a distributed sweep.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -11,11 +11,7 @@
 
 namespace voxfit::sweep {
 
-/// {96, 96, 96} -> "96x96x96", the patch as journal entries and reports write it.
-std::string patch_text(const std::vector<std::int64_t>& patch);
-/// patch_text's inverse.
-std::vector<std::int64_t> patch_from_text(const std::string& text);
-/// Voxels of one patch.
+/// Voxels of one patch (journal entries write patches as core's shape_text, "96x96x96").
 std::int64_t patch_voxels(const std::vector<std::int64_t>& patch);
 
 /// Journal entries in file order; a truncated last line (a crash mid-write) is skipped.

@@ -45,6 +45,9 @@ struct SweepOptions {
   /// Set: every probe of the point with this key runs through the returned IsolatedProbe
   /// (the CLI's --isolate); empty: probes run in this process.
   std::function<IsolatedProbe(const std::string& key)> isolate;
+  /// Progress lines (if set): "point 3/8 KEY, ETA 4m10s" before each point this run measures, and
+  /// a line per probe.
+  std::function<void(const std::string& line)> progress;
 };
 
 /// Points in the grid.
@@ -64,10 +67,12 @@ void run_sweep(const SweepOptions& options, const std::function<void(const nlohm
 /// already holds for this point (same key and usable bytes: a run stopped mid-search) are taken
 /// from it instead of being run again; the search, being a function of its probes' results, then
 /// retraces its path and goes on. The entry says how many probes were taken (`resumed_probes`).
+/// `progress` (if set) gets a line per probe measured.
 nlohmann::json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index,
                             const ProbeOptions& probe, const memory::BudgetSpec& budget, std::int64_t max_batch,
                             bool throughput_table, const IsolatedProbe& isolated = {},
-                            const std::filesystem::path& probe_journal = {});
+                            const std::filesystem::path& probe_journal = {},
+                            const std::function<void(const std::string& line)>& progress = {});
 
 /// What the process of an isolated probe does: installs the budget and returns
 /// {"budget_report": ...}, plus {"probe": ...} (batch_search's to_json) when batch >= 1, after one
