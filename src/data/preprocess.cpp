@@ -277,6 +277,7 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
   std::ostringstream inputs;
   inputs << settings_text(o);
   stamp_input(inputs, dataset.manifest);
+  if (dataset.splits) stamp_input(inputs, dataset.splits->file);
   for (const auto& c : dataset.cases) inputs << case_inputs(c);
   const std::string fingerprint = hash_hex(inputs.str());
 
@@ -303,6 +304,11 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
   plan.cache_dir = cache_dir;
   plan.dataset_name = dataset.name;
   plan.fingerprint = fingerprint;
+  if (dataset.splits) {
+    DeclaredSplits declared{dataset.splits->source, dataset.splits->file.string(), {}};
+    for (const auto& f : dataset.splits->folds) declared.folds.push_back({f.train, f.validation});
+    plan.declared_splits = std::move(declared);
+  }
   plan.foreground_samples_per_class = o.foreground_samples_per_class;
 
   // Pass 1: validate and survey (spacings, label values, CT intensities).
