@@ -5,6 +5,7 @@
 #include "voxfit/cli/options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/io/dataset.h"
 #include "voxfit/io/volume_io.h"
 #include "voxfit/train/predictor.h"
 
@@ -21,14 +22,18 @@ std::string case_name(const fs::path& p) {
   return ext.empty() ? name : name.substr(0, name.size() - ext.size());
 }
 
+// A case made of nnU-Net channel files (CASE_0000.ext, ...), named without their suffix.
+bool channel_files(const io::CaseFiles& c) { return c.images.size() > 1 || case_name(c.images.front()) != c.id; }
+
 }  // namespace
 
 int cmd_predict(const Args& args) {
   CommandSpec spec{"predict", "voxfit predict --checkpoint RUN_DIR/best.pt --input IMAGE_OR_FOLDER --output DIR",
                    "Segments images with a trained checkpoint: preprocessed like the training data (the run's "
                    "plan.json), sliding-window inference, label map resampled back onto each input's grid and "
-                   "written with its geometry as DIR/<case>.nii.gz. A folder is read file by file (or as one "
-                   "DICOM series)."};
+                   "written with its geometry as DIR/<case>.nii.gz. A folder is read case by case (or as one "
+                   "DICOM series): nnU-Net's channel files CASE_0000.nii.gz, CASE_0001.nii.gz, ... are the "
+                   "channels of one case CASE (written as CASE.nii.gz); every other file is a case of its own."};
   spec.options.add_options()
       ("checkpoint", po::value<std::string>()->value_name("FILE"), "a checkpoint written by voxfit train")
       ("input", po::value<std::string>()->value_name("PATH"), "an image file, a DICOM series folder or a folder of images")
@@ -43,28 +48,37 @@ int cmd_predict(const Args& args) {
 
   const fs::path input = vm["input"].as<std::string>(), out_dir = vm["output"].as<std::string>();
   if (!fs::exists(input)) throw IoError(input.string() + ": no such file or folder");
-  std::vector<fs::path> files;
+  std::vector<io::CaseFiles> cases;
   if (fs::is_directory(input) && io::list_dicom_series(input).empty()) {
-    for (const auto& e : fs::directory_iterator(input))
-      if (e.is_regular_file() && io::is_volume_file(e.path())) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    if (files.empty()) throw IoError(input.string() + ": holds no image files (.nii, .nii.gz, .mha, .mhd, .nrrd, .nhdr)");
+    cases = io::image_folder_cases(input);
+    if (cases.empty()) throw IoError(input.string() + ": holds no image files (.nii, .nii.gz, .mha, .mhd, .nrrd, .nhdr)");
   } else {
-    files.push_back(input);
+    cases.push_back({fs::is_directory(input) ? input.filename().string() : case_name(input), {input}, std::nullopt});
   }
   train::Predictor predictor(vm["checkpoint"].as<std::string>(), parse_device(vm["device"].as<std::string>()),
                              vm["overlap"].as<double>(), vm["window-batch"].as<int64_t>());
+  const int channels = predictor.plan().channels();
+  for (const auto& c : cases)
+    if (channel_files(c) && static_cast<int>(c.images.size()) != channels)
+      throw DataError(c.images.back().string() + ": case '" + c.id + "' has " + std::to_string(c.images.size()) +
+                      " channel files, the model takes " + std::to_string(channels));
   fs::create_directories(out_dir);
-  for (const auto& f : files) {
+  for (const auto& c : cases) {
+    const fs::path& f = c.images.front();
     Volume label;
     try {
-      label = predictor.predict(io::read_channels(f));
+      Channels image;
+      for (const auto& file : c.images)
+        for (auto& v : io::read_channels(file)) image.push_back(std::move(v));
+      label = predictor.predict(image);
     } catch (const DataError& e) {
-      throw DataError(f.string() + ": " + e.what());
+      throw DataError((channel_files(c) ? "case '" + c.id + "' (" + f.string() + ", ...)" : f.string()) + ": " +
+                      e.what());
     }
-    const fs::path out = out_dir / (fs::is_directory(f) ? f.filename().string() : case_name(f)) += ".nii.gz";
+    const fs::path out = out_dir / (c.id + ".nii.gz");
     io::write_volume(out, label);
-    std::printf("%s -> %s\n", f.c_str(), out.c_str());
+    const std::string what = channel_files(c) ? c.id + " (" + std::to_string(c.images.size()) + " channel files)" : f.string();
+    std::printf("%s -> %s\n", what.c_str(), out.c_str());
   }
   return 0;
 }

@@ -150,6 +150,7 @@ sweep::SweepOptions sweep_options_from(const po::variables_map& vm) {
   if (o.probe.warmup_steps < 0 || o.probe.timed_steps < 1)
     throw ConfigError("--warmup-steps must be >= 0 and --timed-steps >= 1");
   o.validation_fraction = t.validation_fraction;
+  o.fold = t.fold;
   for (const auto& m : o.grid.models) {
     o.optimizers[m] = training_options_from(vm, m).step.optimizer;  // --optimizer, --lr, ... over m's default
     const auto ctx = model_context_from(vm, m, /*only_own_params=*/true);

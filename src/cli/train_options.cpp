@@ -4,6 +4,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
 #include "voxfit/io/dataset.h"
 #include "voxfit/memory/card_table.h"
@@ -65,7 +66,13 @@ void add_training_options(CommandSpec& spec) {
        "share of patches centred on a foreground voxel")
       ("no-augment", po::bool_switch(), "no augmentation (flips, intensity, rotation/scaling)")
       ("validation-fraction", po::value<double>()->default_value(0.2)->value_name("F"),
-       "cases held out for validation");
+       "cases held out for validation when the dataset declares no split and --fold is not given")
+      ("fold", po::value<int>()->value_name("K"),
+       "0-4: train on fold K. The split, first found: a \"validation\" list in dataset.json (MONAI's "
+       "datalist; one fold), nnU-Net's splits_final.json beside dataset.json or in the dataset folder "
+       "(copy it from nnUNet_preprocessed/DatasetXXX/), voxfit's own 5 folds of the cases (with --fold), "
+       "a random --validation-fraction split. The run writes splits.json and records the source and "
+       "fold in config.json");
   po::options_description t("Training");
   t.add_options()
       ("precision", po::value<std::string>()->default_value("fp32")->value_name("P"), "fp32, tf32, fp16 (CUDA), bf16")
@@ -103,6 +110,11 @@ train::TrainOptions training_options_from(const po::variables_map& vm, const std
     o.step.spatial_augment.reset();
   }
   o.validation_fraction = vm["validation-fraction"].as<double>();
+  if (vm.count("fold")) {
+    o.fold = vm["fold"].as<int>();
+    if (*o.fold < 0 || *o.fold >= data::kFolds)
+      throw ConfigError("--fold " + std::to_string(*o.fold) + ": expected 0 to " + std::to_string(data::kFolds - 1));
+  }
   o.device = device_from(vm);
   o.budget = budget_from(vm);
   if (vm.count("memory-snapshot")) o.memory_snapshot = vm["memory-snapshot"].as<std::string>();

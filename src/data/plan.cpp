@@ -27,6 +27,22 @@ std::array<T, N> to_array(const json& j, const std::string& where) {
   return a;
 }
 
+json folds_json(const std::vector<Split>& folds) {
+  json out = json::array();
+  for (const auto& f : folds) out.push_back({{"train", f.train}, {"val", f.validation}});
+  return out;
+}
+
+// A hand-rolled Fisher-Yates with mt19937_64 over the sorted, unique ids: std::shuffle's use of
+// the engine is implementation-defined, and splits must not change between standard libraries.
+std::vector<std::string> shuffled(std::vector<std::string> ids, std::uint64_t seed) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng() % i]);
+  return ids;
+}
+
 Normalisation normalisation_from(const std::string& s, const std::string& where) {
   if (s == "ct") return Normalisation::CT;
   if (s == "zscore") return Normalisation::ZScore;
@@ -84,6 +100,10 @@ void save_plan(const Plan& plan) {
   for (const auto& c : plan.cases)
     cases.push_back({{"id", c.id}, {"shape", c.shape}, {"images", c.source_images}, {"label", c.source_label}});
   j["cases"] = cases;
+  if (plan.declared_splits)
+    j["declared_splits"] = {{"source", plan.declared_splits->source},
+                            {"file", plan.declared_splits->file},
+                            {"folds", folds_json(plan.declared_splits->folds)}};
   write_file_atomic(plan.cache_dir / "plan.json", j.dump(2) + "\n");
 }
 
@@ -145,6 +165,15 @@ Plan load_plan(const fs::path& cache_dir) {
       pc.source_label = c.at("label").get<std::string>();
       p.cases.push_back(std::move(pc));
     }
+    field = "declared_splits";
+    if (j.contains("declared_splits")) {
+      const json& d = j["declared_splits"];
+      DeclaredSplits declared{d.at("source").get<std::string>(), d.at("file").get<std::string>(), {}};
+      for (const auto& f : d.at("folds"))
+        declared.folds.push_back(
+            {f.at("train").get<std::vector<std::string>>(), f.at("val").get<std::vector<std::string>>()});
+      p.declared_splits = std::move(declared);
+    }
   } catch (const json::exception& e) {
     throw IoError(file.string() + ": field '" + field + "': " + e.what());
   }
@@ -159,12 +188,7 @@ Plan load_plan(const fs::path& cache_dir) {
 Split split_cases(std::vector<std::string> ids, double validation_fraction, std::uint64_t seed) {
   if (validation_fraction < 0.0 || validation_fraction >= 1.0)
     throw ConfigError("validation fraction " + std::to_string(validation_fraction) + ": expected 0 <= f < 1");
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  // A hand-rolled Fisher-Yates with mt19937_64: std::shuffle's use of the engine is
-  // implementation-defined, and splits must not change between standard libraries.
-  std::mt19937_64 rng(seed);
-  for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng() % i]);
+  ids = shuffled(std::move(ids), seed);
   const std::size_t n = ids.size();
   std::size_t n_val = static_cast<std::size_t>(std::llround(validation_fraction * static_cast<double>(n)));
   if (validation_fraction > 0.0 && n >= 2) n_val = std::clamp<std::size_t>(n_val, 1, n - 1);
@@ -176,8 +200,52 @@ Split split_cases(std::vector<std::string> ids, double validation_fraction, std:
   return s;
 }
 
-Split run_split(const Plan& plan, double validation_fraction, std::uint64_t seed) {
-  return split_cases(plan.case_ids(), validation_fraction, seed + 12345);
+std::vector<Split> five_folds(std::vector<std::string> ids, std::uint64_t seed) {
+  ids = shuffled(std::move(ids), seed);
+  std::vector<Split> folds(kFolds);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    for (std::size_t k = 0; k < folds.size(); ++k)
+      (i % kFolds == k ? folds[k].validation : folds[k].train).push_back(ids[i]);
+  for (auto& f : folds) {
+    std::sort(f.train.begin(), f.train.end());
+    std::sort(f.validation.begin(), f.validation.end());
+  }
+  return folds;
+}
+
+RunSplit run_split(const Plan& plan, double validation_fraction, std::uint64_t seed, std::optional<int> fold) {
+  if (fold && (*fold < 0 || *fold >= kFolds))
+    throw ConfigError("--fold " + std::to_string(*fold) + ": expected 0 to " + std::to_string(kFolds - 1));
+  RunSplit r;
+  if (plan.declared_splits) {
+    const DeclaredSplits& d = *plan.declared_splits;
+    const int k = fold.value_or(0);
+    if (k >= static_cast<int>(d.folds.size()))
+      throw ConfigError("--fold " + std::to_string(k) + ": " + d.file + " declares " + std::to_string(d.folds.size()) +
+                        " fold(s) (" + d.source + ")");
+    r.source = d.source;
+    r.file = d.file;
+    r.folds = d.folds;
+    r.fold = k;
+  } else if (fold) {
+    const auto ids = plan.case_ids();
+    if (ids.size() < static_cast<std::size_t>(kFolds))
+      throw ConfigError("--fold " + std::to_string(*fold) + ": " + plan.cache_dir.string() + " holds " +
+                        std::to_string(ids.size()) + " case(s), fewer than the " + std::to_string(kFolds) +
+                        " folds need (use --validation-fraction)");
+    r.source = "5-fold";
+    r.folds = five_folds(ids, seed + 12345);
+    r.fold = fold;
+  } else {
+    r.source = "random";
+    r.folds = {split_cases(plan.case_ids(), validation_fraction, seed + 12345)};
+  }
+  static_cast<Split&>(r) = r.folds[static_cast<std::size_t>(r.fold.value_or(0))];
+  return r;
+}
+
+void write_splits_json(const fs::path& file, const std::vector<Split>& folds) {
+  write_file_atomic(file, folds_json(folds).dump(2) + "\n");
 }
 
 }  // namespace voxfit::data

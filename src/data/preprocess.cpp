@@ -449,6 +449,7 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
   std::ostringstream inputs;
   inputs << settings_text(o);
   stamp_input(inputs, dataset.manifest);
+  if (dataset.splits) stamp_input(inputs, dataset.splits->file);
   for (const auto& c : dataset.cases) inputs << case_inputs(c);
   const std::string fingerprint = hash_hex(inputs.str());
 
@@ -476,6 +477,11 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
   write_file_atomic(cache_dir / "fingerprint.json", to_json(f).dump(2) + "\n");
   Plan plan = plan_dataset(dataset, f, o, cache_dir);
   plan.fingerprint = fingerprint;
+  if (dataset.splits) {
+    DeclaredSplits declared{dataset.splits->source, dataset.splits->file.string(), {}};
+    for (const auto& fold : dataset.splits->folds) declared.folds.push_back({fold.train, fold.validation});
+    plan.declared_splits = std::move(declared);
+  }
   write_cases(dataset, plan, o, result);
   save_plan(plan);
   result.plan = std::move(plan);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 
@@ -80,29 +81,15 @@ void unique_ids(std::vector<CaseFiles>& cases) {
   }
 }
 
-Dataset load_msd(const json& j, Dataset d) {
-  d.layout = DatasetLayout::Msd;
-  d.channel_names = channel_list(j, "modality", d.manifest);
-  if (j.contains("labels")) {
-    if (!j["labels"].is_object())
-      throw ConfigError(d.manifest.string() + ": 'labels' must be an object {\"0\": \"background\", ...}");
-    for (const auto& [k, v] : j["labels"].items()) {
-      std::int64_t value = 0;
-      try {
-        std::size_t used = 0;
-        value = std::stoll(k, &used);
-        if (used != k.size()) throw std::invalid_argument(k);
-      } catch (const std::exception&) {
-        throw ConfigError(d.manifest.string() + ": 'labels' key '" + k + "' must be an integer label value");
-      }
-      d.labels[value] = v.is_string() ? v.get<std::string>() : v.dump();
-    }
-  }
-  const json& training = j.at("training");
-  if (!training.is_array()) throw ConfigError(d.manifest.string() + ": 'training' must be a list of {image, label}");
-  for (std::size_t i = 0; i < training.size(); ++i) {
-    const json& e = training[i];
-    const std::string where = d.manifest.string() + ": training[" + std::to_string(i) + "]";
+// The {image, label} entries of an MSD list: "training", or a MONAI datalist's "validation".
+std::vector<CaseFiles> msd_cases(const json& j, const char* key, const Dataset& d) {
+  const json& list = j.at(key);
+  if (!list.is_array())
+    throw ConfigError(d.manifest.string() + ": '" + key + "' must be a list of {image, label}");
+  std::vector<CaseFiles> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const json& e = list[i];
+    const std::string where = d.manifest.string() + ": " + key + "[" + std::to_string(i) + "]";
     if (!e.is_object() || !e.contains("image"))
       throw ConfigError(where + ": expected an object with 'image' (and 'label')");
     CaseFiles c;
@@ -122,9 +109,41 @@ Dataset load_msd(const json& j, Dataset d) {
       c.label = resolve(d.root, e["label"].get<std::string>());
     }
     c.id = stem_of(c.label ? *c.label : c.images.front());
-    d.cases.push_back(std::move(c));
+    out.push_back(std::move(c));
   }
+  return out;
+}
+
+Dataset load_msd(const json& j, Dataset d) {
+  d.layout = DatasetLayout::Msd;
+  d.channel_names = channel_list(j, "modality", d.manifest);
+  if (j.contains("labels")) {
+    if (!j["labels"].is_object())
+      throw ConfigError(d.manifest.string() + ": 'labels' must be an object {\"0\": \"background\", ...}");
+    for (const auto& [k, v] : j["labels"].items()) {
+      std::int64_t value = 0;
+      try {
+        std::size_t used = 0;
+        value = std::stoll(k, &used);
+        if (used != k.size()) throw std::invalid_argument(k);
+      } catch (const std::exception&) {
+        throw ConfigError(d.manifest.string() + ": 'labels' key '" + k + "' must be an integer label value");
+      }
+      d.labels[value] = v.is_string() ? v.get<std::string>() : v.dump();
+    }
+  }
+  std::vector<CaseFiles> training = msd_cases(j, "training", d);
+  std::vector<CaseFiles> validation;
+  if (j.contains("validation")) validation = msd_cases(j, "validation", d);
+  d.cases = std::move(training);
+  const std::size_t n_train = d.cases.size();
+  for (auto& c : validation) d.cases.push_back(std::move(c));
   unique_ids(d.cases);
+  if (n_train < d.cases.size()) {
+    DeclaredFold fold;
+    for (std::size_t i = 0; i < d.cases.size(); ++i) (i < n_train ? fold.train : fold.validation).push_back(d.cases[i].id);
+    d.splits = DeclaredSplits{"validation list", d.manifest, {std::move(fold)}};
+  }
   return d;
 }
 
@@ -260,7 +279,9 @@ std::string to_string(DatasetLayout layout) {
   return "unknown";
 }
 
-Dataset load_dataset(const fs::path& path, const DatasetOptions& options) {
+namespace {
+
+Dataset load_layout(const fs::path& path, const DatasetOptions& options) {
   Dataset d;
   d.h5_names = options.h5_names;
   if (!fs::exists(path)) throw IoError(path.string() + ": dataset not found");
@@ -289,6 +310,92 @@ Dataset load_dataset(const fs::path& path, const DatasetOptions& options) {
   throw ConfigError(d.manifest.string() +
                     ": neither an MSD manifest ('training') nor an nnU-Net v2 one ('channel_names', "
                     "'file_ending')");
+}
+
+std::vector<std::string> id_list(const json& j, const fs::path& file, const std::string& where) {
+  if (!j.is_array()) throw ConfigError(file.string() + ": " + where + ": expected a list of case ids");
+  std::vector<std::string> out;
+  for (const auto& id : j) {
+    if (!id.is_string()) throw ConfigError(file.string() + ": " + where + ": case ids must be strings, got " + id.dump());
+    out.push_back(id.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+Dataset load_dataset(const fs::path& path, const DatasetOptions& options) {
+  Dataset d = load_layout(path, options);
+  const fs::path splits_final = d.root / "splits_final.json";
+  if (!d.splits && fs::is_regular_file(splits_final)) {
+    std::vector<std::string> ids;
+    for (const auto& c : d.cases) ids.push_back(c.id);
+    d.splits = read_splits_final(splits_final, ids);
+  }
+  return d;
+}
+
+DeclaredSplits read_splits_final(const fs::path& file, const std::vector<std::string>& case_ids) {
+  const json j = parse_manifest(file);
+  if (!j.is_array() || j.empty())
+    throw ConfigError(file.string() + ": expected a list of folds [{\"train\": [ids], \"val\": [ids]}, ...]");
+  const std::set<std::string> known(case_ids.begin(), case_ids.end());
+  DeclaredSplits out{"splits_final.json", file, {}};
+  for (std::size_t k = 0; k < j.size(); ++k) {
+    const std::string where = "fold " + std::to_string(k);
+    if (!j[k].is_object() || !j[k].contains("train") || !j[k].contains("val"))
+      throw ConfigError(file.string() + ": " + where + ": expected an object with 'train' and 'val' lists");
+    DeclaredFold fold{id_list(j[k]["train"], file, where + " 'train'"), id_list(j[k]["val"], file, where + " 'val'")};
+    for (const auto* ids : {&fold.train, &fold.validation})
+      for (const auto& id : *ids)
+        if (!known.count(id))
+          throw ConfigError(file.string() + ": " + where + ": case '" + id + "' is not a case of the dataset (" +
+                            std::to_string(known.size()) + " cases, e.g. '" +
+                            (known.empty() ? std::string() : *known.begin()) + "')");
+    out.folds.push_back(std::move(fold));
+  }
+  return out;
+}
+
+std::vector<CaseFiles> image_folder_cases(const fs::path& folder) {
+  const auto files = list_files(folder, is_volume_file);
+  // CASE_NNNN: the channel number of each file of CASE (nnU-Net's naming).
+  std::map<std::string, std::map<int, fs::path>> channels;
+  const auto channel_of = [](const std::string& stem) {
+    if (stem.size() < 6 || stem[stem.size() - 5] != '_') return -1;
+    const std::string digits = stem.substr(stem.size() - 4);
+    return std::all_of(digits.begin(), digits.end(), ::isdigit) ? std::stoi(digits) : -1;
+  };
+  for (const auto& f : files) {
+    const std::string stem = stem_of(f);
+    const int ch = channel_of(stem);
+    if (ch >= 0) channels[stem.substr(0, stem.size() - 5)][ch] = f;
+  }
+  std::vector<CaseFiles> out;
+  for (const auto& f : files) {
+    const std::string stem = stem_of(f);
+    const int ch = channel_of(stem);
+    const std::string base = ch >= 0 ? stem.substr(0, stem.size() - 5) : stem;
+    if (ch < 0 || !channels[base].count(0)) {
+      out.push_back(CaseFiles{stem, {f}, std::nullopt});
+      continue;
+    }
+    if (ch != 0) continue;  // the case is made at its _0000 file
+    CaseFiles c{base, {}, std::nullopt};
+    int expect = 0;
+    for (const auto& [n, file] : channels[base]) {
+      if (n != expect) {
+        char missing[16];
+        std::snprintf(missing, sizeof missing, "_%04d", expect);
+        throw DataError(file.string() + ": case '" + base + "' has no channel " + std::to_string(expect) + " (" +
+                        base + missing + volume_extension(file) + ")");
+      }
+      c.images.push_back(file);
+      ++expect;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 Channels read_case_image(const Dataset& dataset, const fs::path& image) {

@@ -22,7 +22,7 @@ RunSearch run_search(const train::TrainOptions& o, bool data_parallel) {
   RunSearch s{data::load_plan(o.cache_dir), nullptr, {}};
   s.probe = probe_options(o, s.plan);
   s.probe.data_parallel = data_parallel;
-  s.index = data::CacheIndex::load(s.plan, data::run_split(s.plan, o.validation_fraction, o.seed).train);
+  s.index = data::CacheIndex::load(s.plan, data::run_split(s.plan, o.validation_fraction, o.seed, o.fold).train);
   return s;
 }
 

@@ -244,7 +244,7 @@ std::vector<GridPoint> grid_points(const SweepGrid& g) {
 
 // The cases a sweep's probes draw from: the training part of the split `voxfit train` makes.
 std::shared_ptr<const data::CacheIndex> training_cases(const data::Plan& plan, const SweepOptions& o) {
-  return data::CacheIndex::load(plan, data::run_split(plan, o.validation_fraction, o.probe.seed).train);
+  return data::CacheIndex::load(plan, data::run_split(plan, o.validation_fraction, o.probe.seed, o.fold).train);
 }
 
 }  // namespace

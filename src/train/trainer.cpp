@@ -79,6 +79,21 @@ void check_resumable(const nlohmann::json& saved, const nlohmann::json& now, con
       throw ConfigError(ckpt.string() + ": cannot resume: '" + key + "' was " + saved.value(key, nlohmann::json()).dump() +
                         ", now " + now[key].dump());
   }
+  // Runs from before the split was recorded have none to compare.
+  if (saved.contains("split") && saved["split"] != now["split"])
+    throw ConfigError(ckpt.string() + ": cannot resume: the split was " + saved["split"].value("source", "") +
+                      " fold " + saved["split"].value("fold", nlohmann::json()).dump() + ", now " +
+                      now["split"].value("source", "") + " fold " + now["split"].value("fold", nlohmann::json()).dump() +
+                      " (or its cases changed)");
+}
+
+// Where the run's split came from and what it validates on, for config.json.
+nlohmann::json split_json(const data::RunSplit& s) {
+  return {{"source", s.source},
+          {"file", s.file},
+          {"fold", s.fold ? nlohmann::json(*s.fold) : nlohmann::json()},
+          {"train_cases", s.train.size()},
+          {"validation", s.validation}};
 }
 
 // The run's memory breakdown (the logging window with the largest peak, and the largest
@@ -164,7 +179,9 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
   opts.model_context = ctx;
   const int world = comm ? comm->world_size() : 1;
   const bool main_rank = !comm || comm->rank() == 0;
+  auto split = data::run_split(plan, o.validation_fraction, o.seed, o.fold);
   auto config = config_json(opts, plan);
+  config["split"] = split_json(split);
   config["world_size"] = world;
   config["global_batch"] = o.batch * world;
   if (!o.resume && fs::exists(ckpt_last))
@@ -198,6 +215,9 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
     write_file_atomic(o.output_dir / "config.json", config.dump(2) + "\n");
     // The run folder describes itself: the plan it was trained on travels with it.
     fs::copy_file(o.cache_dir / "plan.json", o.output_dir / "plan.json", fs::copy_options::overwrite_existing);
+    // What the run validated on, in nnU-Net's format: every fold of its source (config.json's
+    // "split" says which one).
+    data::write_splits_json(o.output_dir / "splits.json", split.folds);
   }
 
   std::unique_ptr<dist::GradientSynchronizer> grad_sync;
@@ -213,7 +233,6 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
     comm->barrier();  // rank 0 has made the run folder
   }
 
-  auto split = data::run_split(plan, o.validation_fraction, o.seed);
   if (split.validation.empty()) split.validation = split.train;  // one case: validate on it
   data::LoaderOptions lo = o.loader;
   lo.patch = {ctx.patch[0], ctx.patch[1], ctx.patch[2]};

@@ -37,6 +37,19 @@ struct PlanCase {
   std::string source_label;
 };
 
+struct Split {
+  std::vector<std::string> train;
+  std::vector<std::string> validation;
+};
+
+/// A split the dataset declares (io::DeclaredSplits), kept in the plan so a run on the cache alone
+/// still honours it.
+struct DeclaredSplits {
+  std::string source;  ///< "validation list" or "splits_final.json"
+  std::string file;    ///< where it was read
+  std::vector<Split> folds;
+};
+
 struct Plan {
   fs::path cache_dir;  ///< where plan.json was read from (not stored)
   std::string dataset_name;
@@ -51,6 +64,7 @@ struct Plan {
   std::vector<PlanCase> cases;
   std::int64_t foreground_samples_per_class = 10000;
   std::string fingerprint;  ///< of the inputs and settings that produced the cache
+  std::optional<DeclaredSplits> declared_splits;
 
   int channels() const { return static_cast<int>(channel_names.size()); }
   /// Classes including background (K: the network's output channels).
@@ -67,19 +81,37 @@ Plan load_plan(const fs::path& cache_dir);
 /// Writes CACHE/plan.json atomically.
 void save_plan(const Plan& plan);
 
-struct Split {
-  std::vector<std::string> train;
-  std::vector<std::string> validation;
-};
-
 /// A deterministic split: the ids are shuffled with `seed`, then round(fraction * n) of them
 /// (at least 1 when there are 2 or more cases, never all) go to validation. The same ids, fraction
 /// and seed always give the same split, whatever the order of `ids`.
 Split split_cases(std::vector<std::string> ids, double validation_fraction = 0.2, std::uint64_t seed = 12345);
 
-/// The split a run with seed `seed` trains and validates on: split_cases of the plan's cases with
-/// seed + 12345 (so it is not drawn from the weights' stream). `voxfit train`, its --batch max
-/// search and a sweep's probes all train on its `train` part.
-Split run_split(const Plan& plan, double validation_fraction, std::uint64_t seed);
+/// Folds of voxfit's own cross-validation (as nnU-Net's 5-fold).
+constexpr int kFolds = 5;
+/// kFolds folds: the ids shuffled with `seed` as split_cases does, case i of the shuffle validated
+/// in fold i % kFolds. Every case is validated in exactly one fold.
+std::vector<Split> five_folds(std::vector<std::string> ids, std::uint64_t seed = 12345);
+
+/// The split of a run, where it came from, and every fold of its source (written as splits.json).
+struct RunSplit : Split {
+  std::string source;        ///< "validation list", "splits_final.json", "5-fold" or "random"
+  std::string file;          ///< the file of a declared split; empty for a drawn one
+  std::optional<int> fold;   ///< the fold used; none for a random split
+  std::vector<Split> folds;  ///< the source's folds; the one split for a random split
+};
+
+/// The split a run with seed `seed` trains and validates on, by precedence:
+///  1. the plan's declared split (a "validation" list, or splits_final.json's fold `fold`, 0 if none);
+///  2. with `fold`: that fold of five_folds of the plan's cases with seed + 12345;
+///  3. else split_cases of the plan's cases with `validation_fraction` and seed + 12345 (so it is
+///     not drawn from the weights' stream).
+/// `voxfit train`, its --batch max search and a sweep's probes all train on its `train` part.
+/// Throws ConfigError for a fold outside 0..kFolds-1 or past the declared folds, or 5 folds of
+/// fewer than 5 cases.
+RunSplit run_split(const Plan& plan, double validation_fraction, std::uint64_t seed,
+                   std::optional<int> fold = std::nullopt);
+
+/// Writes folds as nnU-Net's splits_final.json format: [{"train": [ids], "val": [ids]}, ...].
+void write_splits_json(const fs::path& file, const std::vector<Split>& folds);
 
 }  // namespace voxfit::data

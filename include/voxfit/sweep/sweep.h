@@ -3,6 +3,7 @@
 // max-batch search and a throughput table, journalled to DIR/results.jsonl (journal.h), then
 // reported as results.csv, summary.md (budgets side by side) and PNG plots (report.h).
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct SweepOptions {
   std::map<std::string, train::OptimizerOptions> optimizers;
   /// The probes draw their patches from the training part of the split a run makes (run_split).
   double validation_fraction = 0.2;
+  std::optional<int> fold;  ///< --fold, as train's
   /// Distributed sweeps: run only the points whose index in the grid (models, then patches,
   /// precisions, checkpointing, budgets) is shard modulo shards; the rest belong to other
   /// processes (a Slurm array task, a local GPU) whose journals merge_journals() joins.

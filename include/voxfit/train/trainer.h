@@ -3,6 +3,7 @@
 // schedule, logs, sliding-window validation with the best checkpoint kept, resumable checkpoints,
 // all under an optional memory budget.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct TrainOptions {
   ScheduleOptions schedule;
   data::LoaderOptions loader;          ///< patch and batch are set from the fields above
   double validation_fraction = 0.2;    ///< of the cases, held out (training cases if none are left)
+  std::optional<int> fold;             ///< --fold: of the declared folds, or of voxfit's own five (data::run_split)
   std::int64_t validate_every = 0;     ///< steps between validations (0: only at the end)
   SlidingWindowOptions sliding_window;  ///< patch set from the model's patch
   std::int64_t checkpoint_every = 0;   ///< steps between checkpoints (0: at validations and the end)
