@@ -145,6 +145,103 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// A run's folder: a new run writes config.json, the plan it trains on and splits.json (nnU-Net's
+// format: every fold of the split's source; config.json's "split" says which); a resumed one
+// checks that it is the same run, loads last.pt and clears the temp files its killed predecessor
+// left. Returns the checkpoint state the loop starts from.
+CheckpointMeta open_run(const TrainOptions& o, const nlohmann::json& config, const data::RunSplit& split,
+                        TrainStep& step, bool main_rank) {
+  const fs::path ckpt_last = o.output_dir / "last.pt";
+  CheckpointMeta meta;
+  meta.config_json = config.dump(2);
+  if (o.resume) {
+    const auto saved = read_checkpoint_meta(ckpt_last);
+    check_resumable(nlohmann::json::parse(saved.config_json), config, ckpt_last);
+    meta = load_checkpoint(ckpt_last, step);
+    meta.config_json = config.dump(2);
+    if (main_rank) remove_stale_temporaries(o.output_dir);
+    if (main_rank) std::printf("resuming %s at step %lld\n", ckpt_last.c_str(), static_cast<long long>(meta.step));
+  } else if (main_rank) {
+    fs::create_directories(o.output_dir);
+    write_file_atomic(o.output_dir / "config.json", config.dump(2) + "\n");
+    fs::copy_file(o.cache_dir / "plan.json", o.output_dir / "plan.json", fs::copy_options::overwrite_existing);
+    data::write_splits_json(o.output_dir / "splits.json", split.folds);
+  }
+  return meta;
+}
+
+// One logging window: its wall seconds, the loader wait in it, samples a step (all ranks) and
+// voxels a sample.
+struct Window {
+  double seconds, wait_seconds, samples_per_step, voxels_per_sample;
+};
+
+// The log records of the window's steps (the last ends at `last_step`). Data parallel: the job's
+// numbers, i.e. the mean loss over ranks, the slowest rank's time and the largest peaks.
+std::vector<StepRecord> window_records(const std::vector<StepOutput>& pending, const std::vector<double>& lrs,
+                                       std::int64_t last_step, const Window& w, memory::MemoryProfile profile,
+                                       dist::Communicator* comm) {
+  const double n = static_cast<double>(pending.size());
+  std::vector<double> losses(pending.size());
+  for (size_t i = 0; i < pending.size(); ++i) losses[i] = pending[i].loss.item<double>();
+  double seconds = w.seconds;
+  if (comm) {
+    auto t = torch::tensor(losses, torch::kDouble).to(comm->device());
+    comm->all_reduce_sum(t).wait();
+    t = t.cpu() / static_cast<double>(comm->world_size());
+    for (size_t i = 0; i < losses.size(); ++i) losses[i] = t[static_cast<int64_t>(i)].item<double>();
+    seconds = comm->max(seconds);
+    profile.peak_allocated = static_cast<uint64_t>(comm->max(static_cast<double>(profile.peak_allocated)));
+    profile.peak_reserved = static_cast<uint64_t>(comm->max(static_cast<double>(profile.peak_reserved)));
+  }
+  std::vector<StepRecord> records;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    StepRecord r;
+    r.step = last_step - static_cast<int64_t>(pending.size()) + static_cast<int64_t>(i) + 1;
+    r.loss = losses[i];
+    r.skipped = pending[i].found_inf.item<float>() != 0.0f;
+    r.lr = lrs[i];
+    r.step_time_s = seconds / n;
+    r.samples_per_s = w.samples_per_step / r.step_time_s;
+    r.voxels_per_s = r.samples_per_s * w.voxels_per_sample;
+    r.data_wait_s = w.wait_seconds / n;
+    r.peak_allocated = profile.peak_allocated;
+    r.peak_reserved = profile.peak_reserved;
+    records.push_back(r);
+  }
+  return records;
+}
+
+// Data parallel: every rank starts from rank 0's weights (the same seed builds the same ones, but
+// a job must never start from two models, buffers included) and syncs its gradients in buckets.
+std::unique_ptr<dist::GradientSynchronizer> join_ranks(TrainStep& step, dist::Communicator* comm) {
+  if (!comm) return nullptr;
+  std::vector<torch::Tensor> state;
+  for (const auto& p : step.network().parameters()) state.push_back(p.detach());
+  for (const auto& b : step.network().buffers()) state.push_back(b);
+  comm->broadcast(state, 0);
+  auto sync = std::make_unique<dist::GradientSynchronizer>(step.trainable_parameters(), *comm);
+  step.set_gradient_sync(sync.get());
+  comm->barrier();  // rank 0 has made the run folder
+  return sync;
+}
+
+// The run's loader from `first_step` on (batch i is a function of (seed, i): a resumed run sees the
+// same data), each rank on its own shard.
+data::LoaderOptions loader_options(const TrainOptions& o, const std::vector<std::int64_t>& patch,
+                                   std::int64_t first_step, dist::Communicator* comm) {
+  data::LoaderOptions lo = o.loader;
+  lo.patch = {patch[0], patch[1], patch[2]};
+  lo.batch_size = o.batch;
+  lo.seed = o.seed;
+  lo.first_batch = first_step;
+  if (comm) {
+    lo.shard = comm->rank();
+    lo.shards = comm->world_size();
+  }
+  return lo;
+}
+
 }  // namespace
 
 DiceSummary validate(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& case_ids,
@@ -163,6 +260,22 @@ DiceSummary validate(TrainStep& step, const data::Plan& plan, const std::vector<
   step.network().train();
   return summarize_dice(per_case);
 }
+
+namespace {
+
+// validate() as the memory tracker's validation phase; `peak` keeps the largest such phase.
+DiceSummary tracked_validation(TrainStep& step, const data::Plan& plan, const std::vector<std::string>& cases,
+                               const SlidingWindowOptions& sw, memory::MemoryTracker& tracker, std::uint64_t& peak) {
+  DiceSummary dice;
+  {
+    const auto phase = tracker.phase(memory::Phase::Validation);
+    dice = validate(step, plan, cases, sw);
+  }
+  peak = std::max(peak, tracker.profile().phase(memory::Phase::Validation).allocated);
+  return dice;
+}
+
+}  // namespace
 
 TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
   if (o.steps < 1) throw ConfigError("--steps must be >= 1");
@@ -200,50 +313,12 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
   tracker.watch_parameters(step.trainable_parameters());
   nlohmann::json breakdown;  // of the window with the largest peak
   std::uint64_t validation_peak = 0;
-  CheckpointMeta meta;
-  meta.config_json = config.dump(2);
-  if (o.resume) {
-    const auto saved = read_checkpoint_meta(ckpt_last);
-    check_resumable(nlohmann::json::parse(saved.config_json), config, ckpt_last);
-    meta = load_checkpoint(ckpt_last, step);
-    meta.config_json = config.dump(2);
-    // What the killed run was writing when it died (a plot, a log) goes: this run writes it again.
-    if (main_rank) remove_stale_temporaries(o.output_dir);
-    if (main_rank) std::printf("resuming %s at step %lld\n", ckpt_last.c_str(), static_cast<long long>(meta.step));
-  } else if (main_rank) {
-    fs::create_directories(o.output_dir);
-    write_file_atomic(o.output_dir / "config.json", config.dump(2) + "\n");
-    // The run folder describes itself: the plan it was trained on travels with it.
-    fs::copy_file(o.cache_dir / "plan.json", o.output_dir / "plan.json", fs::copy_options::overwrite_existing);
-    // What the run validated on, in nnU-Net's format: every fold of its source (config.json's
-    // "split" says which one).
-    data::write_splits_json(o.output_dir / "splits.json", split.folds);
-  }
+  CheckpointMeta meta = open_run(o, config, split, step, main_rank);
 
-  std::unique_ptr<dist::GradientSynchronizer> grad_sync;
-  if (comm) {
-    // The same seed builds the same weights everywhere; rank 0's are sent anyway, so a job never
-    // starts from two models (buffers included).
-    std::vector<torch::Tensor> state;
-    for (const auto& p : step.network().parameters()) state.push_back(p.detach());
-    for (const auto& b : step.network().buffers()) state.push_back(b);
-    comm->broadcast(state, 0);
-    grad_sync = std::make_unique<dist::GradientSynchronizer>(step.trainable_parameters(), *comm);
-    step.set_gradient_sync(grad_sync.get());
-    comm->barrier();  // rank 0 has made the run folder
-  }
+  const auto grad_sync = join_ranks(step, comm);
 
   if (split.validation.empty()) split.validation = split.train;  // one case: validate on it
-  data::LoaderOptions lo = o.loader;
-  lo.patch = {ctx.patch[0], ctx.patch[1], ctx.patch[2]};
-  lo.batch_size = o.batch;
-  lo.seed = o.seed;
-  lo.first_batch = meta.step;  // batch i is a function of (seed, i): a resumed run sees the same data
-  if (comm) {
-    lo.shard = comm->rank();
-    lo.shards = world;
-  }
-  data::PatchLoader loader(o.cache_dir, split.train, lo);
+  data::PatchLoader loader(o.cache_dir, split.train, loader_options(o, ctx.patch, meta.step, comm));
   SlidingWindowOptions sw = o.sliding_window;
   sw.patch = ctx.patch;
 
@@ -290,32 +365,8 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
       auto profile = tracker.profile();
       if (breakdown.is_null() || profile.peak_allocated > breakdown.value("peak_allocated", std::uint64_t{0}))
         breakdown = step_breakdown(tracker, step, batch).to_json();
-      const double n = static_cast<double>(pending.size());
-      std::vector<double> losses(pending.size());
-      for (size_t i = 0; i < pending.size(); ++i) losses[i] = pending[i].loss.item<double>();
-      double window_seconds = seconds;
-      if (comm) {  // the job's numbers: mean loss, the slowest rank's time, the largest peaks
-        auto t = torch::tensor(losses, torch::kDouble);
-        t = t.to(comm->device());
-        comm->all_reduce_sum(t).wait();
-        t = t.cpu() / static_cast<double>(world);
-        for (size_t i = 0; i < losses.size(); ++i) losses[i] = t[static_cast<int64_t>(i)].item<double>();
-        window_seconds = comm->max(seconds);
-        profile.peak_allocated = static_cast<uint64_t>(comm->max(static_cast<double>(profile.peak_allocated)));
-        profile.peak_reserved = static_cast<uint64_t>(comm->max(static_cast<double>(profile.peak_reserved)));
-      }
-      for (size_t i = 0; i < pending.size(); ++i) {
-        StepRecord r;
-        r.step = meta.step - static_cast<int64_t>(pending.size()) + static_cast<int64_t>(i) + 1;
-        r.loss = losses[i];
-        r.skipped = pending[i].found_inf.item<float>() != 0.0f;
-        r.lr = pending_lr[i];
-        r.step_time_s = window_seconds / n;
-        r.samples_per_s = static_cast<double>(o.batch * world) / r.step_time_s;
-        r.voxels_per_s = r.samples_per_s * voxels;
-        r.data_wait_s = (wait - wait_at_window) / n;
-        r.peak_allocated = profile.peak_allocated;
-        r.peak_reserved = profile.peak_reserved;
+      const Window window{seconds, wait - wait_at_window, static_cast<double>(o.batch * world), voxels};
+      for (const StepRecord& r : window_records(pending, pending_lr, meta.step, window, profile, comm)) {
         if (log) log->step(r);
         summary.final_loss = r.loss;
         throughput.push_back(r.samples_per_s);
@@ -325,12 +376,7 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
       pending.clear();
       pending_lr.clear();
       if (validate_now && main_rank) {  // the weights are the same on every rank
-        DiceSummary dice;
-        {
-          const auto phase = tracker.phase(memory::Phase::Validation);
-          dice = validate(step, plan, split.validation, sw);
-        }
-        validation_peak = std::max(validation_peak, tracker.profile().phase(memory::Phase::Validation).allocated);
+        const DiceSummary dice = tracked_validation(step, plan, split.validation, sw, tracker, validation_peak);
         const double mean = dice.mean;
         log->validation(meta.step, mean, dice.per_class);
         summary.last_dice_per_class = dice.per_class;
