@@ -25,6 +25,7 @@ const CommandEntry kCommands[] = {
     {"models", "list the networks; parameters, shapes and static memory of one", cmd_models},
     {"train", "train a network on a dataset (or --batch max: the largest that fits)", cmd_train},
     {"predict", "segment volumes with a trained checkpoint", cmd_predict},
+    {"export", "a checkpoint's weights as a PyTorch state dict (MONAI names for UNETR/SwinUNETR)", cmd_export},
     {"sweep", "largest batch and throughput per model, patch, precision and budget", cmd_sweep},
     {"bench", "the ResNet50 / ViT reference benchmark (3090 / A40 protocol)", cmd_bench},
     {"cards", "the GPU table; predicted batch and speed on cards you do not have", cmd_cards},

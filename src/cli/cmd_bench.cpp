@@ -8,6 +8,7 @@
 #include "voxfit/cli/options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/paths.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/kernels/instance_norm_act.h"
 
@@ -33,7 +34,7 @@ int cmd_bench(const Args& args) {
       "Runs the ResNet50 / ViT reference benchmark (the RTX 3090 / A40 protocol: batch x steps "
       "images per iteration, iteration 0 is warm-up) and prints its one-line result, the "
       "steady-state mean of iterations 1..N-1 and the ratio to the published cards."};
-  const std::string default_reference = std::string(VOXFIT_DATA_DIR) + "/reference/autodl_seed.csv";
+  const std::string default_reference = (data_dir() / "reference" / "autodl_seed.csv").string();
   // clang-format off
   spec.options.add_options()
     ("model", po::value<std::string>()->default_value("resnet50")->value_name("NAME"),

@@ -10,6 +10,7 @@
 #include "voxfit/cli/options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/paths.h"
 #include "voxfit/memory/card_table.h"
 
 namespace voxfit::cli {
@@ -25,8 +26,8 @@ const char* kSubcommands =
     "  profile   profile one step of a network on this GPU, kernel by kernel, into a JSON file\n"
     "  predict   throughput on every card, from saved profiles or from a profile taken here\n";
 
-std::string default_cards() { return std::string(VOXFIT_DATA_DIR) + "/cards.csv"; }
-std::string default_reference() { return std::string(VOXFIT_DATA_DIR) + "/reference/autodl_seed.csv"; }
+std::string default_cards() { return (data_dir() / "cards.csv").string(); }
+std::string default_reference() { return (data_dir() / "reference" / "autodl_seed.csv").string(); }
 
 void add_card_table_option(CommandSpec& spec) {
   spec.options.add_options()("cards", po::value<std::string>()->default_value(default_cards())->value_name("FILE.csv"),

@@ -6,6 +6,7 @@
 
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/options.h"
+#include "voxfit/core/paths.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
 #include "voxfit/io/library_versions.h"
@@ -40,6 +41,7 @@ int cmd_info(const Args& args) {
     allocators += "; CUDA: " + (conf.empty() ? std::string("LibTorch defaults") : conf);
   }
   row("allocators", allocators);
+  row("data", data_dir().string());
   std::printf("devices\n");
   const HostMemory host = host_memory();
   row("cpu", std::to_string(hardware_threads()) + " threads, " + format_bytes(host.total_bytes) +

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/paths.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
@@ -14,7 +15,7 @@ namespace voxfit::cli {
 
 namespace fs = std::filesystem;
 
-fs::path card_table_path() { return fs::path(VOXFIT_DATA_DIR) / "cards.csv"; }
+fs::path card_table_path() { return data_dir() / "cards.csv"; }
 
 void add_device_options(CommandSpec& spec) {
   po::options_description g("Device and memory budget");

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
@@ -156,6 +157,24 @@ CheckpointMeta load_checkpoint(const fs::path& path, TrainStep& step) {
     }
     return read_meta(a);
   });
+}
+
+CheckpointModel checkpoint_model(const fs::path& path, const CheckpointMeta& meta) {
+  try {
+    const auto c = nlohmann::json::parse(meta.config_json);
+    CheckpointModel m;
+    m.model = c.at("model").get<std::string>();
+    models::ModelContext& ctx = m.context;
+    ctx.in_channels = c.at("in_channels").get<int>();
+    ctx.num_classes = c.at("classes").get<int>();
+    ctx.patch = c.at("patch").get<std::vector<int64_t>>();
+    ctx.attention = models::parse_attention(c.at("attention").get<std::string>());
+    ctx.channels_last = c.at("channels_last").get<bool>();
+    for (const auto& [k, v] : c.at("model_params").items()) ctx.params[k] = v.get<std::string>();
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path.string() + ": its config is not what voxfit writes (" + e.what() + ")");
+  }
 }
 
 CheckpointMeta load_weights(const fs::path& path, models::NetworkImpl& network) {

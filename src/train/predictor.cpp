@@ -10,28 +10,12 @@ namespace voxfit::train {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-models::ModelContext context_from(const nlohmann::json& c) {
-  models::ModelContext ctx;
-  ctx.in_channels = c.at("in_channels").get<int>();
-  ctx.num_classes = c.at("classes").get<int>();
-  ctx.patch = c.at("patch").get<std::vector<int64_t>>();
-  ctx.attention = models::parse_attention(c.at("attention").get<std::string>());
-  ctx.channels_last = c.at("channels_last").get<bool>();
-  for (const auto& [k, v] : c.at("model_params").items()) ctx.params[k] = v.get<std::string>();
-  return ctx;
-}
-
-}  // namespace
-
 Predictor::Predictor(const fs::path& checkpoint, torch::Device device, double overlap, std::int64_t window_batch) {
   const auto meta = read_checkpoint_meta(checkpoint);
-  nlohmann::json config;
-  models::ModelContext ctx;
+  const auto [model, ctx] = checkpoint_model(checkpoint, meta);
+  std::string precision;
   try {
-    config = nlohmann::json::parse(meta.config_json);
-    ctx = context_from(config);
+    precision = nlohmann::json::parse(meta.config_json).at("precision").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw IoError(checkpoint.string() + ": its config is not what voxfit writes (" + e.what() + ")");
   }
@@ -40,11 +24,11 @@ Predictor::Predictor(const fs::path& checkpoint, torch::Device device, double ov
     throw IoError((run_dir / "plan.json").string() + ": missing (predict needs the plan saved beside the checkpoint)");
   plan_ = data::load_plan(run_dir);
   StepOptions so;
-  so.precision = parse_precision(config.at("precision").get<std::string>());
+  so.precision = parse_precision(precision);
   if (so.precision == Precision::kFp16 && !device.is_cuda()) so.precision = Precision::kFp32;
   so.channels_last = ctx.channels_last;
   so.spatial_augment.reset();
-  step_ = std::make_unique<TrainStep>(models::make_model(config.at("model").get<std::string>(), ctx), device, so);
+  step_ = std::make_unique<TrainStep>(models::make_model(model, ctx), device, so);
   load_weights(checkpoint, step_->network());
   step_->network().eval();
   sw_.patch = ctx.patch;

@@ -24,12 +24,12 @@ class Cli : public test::TempDirTest {};
 TEST_F(Cli, HelpListsEveryCommand) {
   const auto r = run_voxfit("--help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* c : {"info", "data", "models", "train", "predict", "sweep", "bench", "cards"})
+  for (const char* c : {"info", "data", "models", "train", "predict", "export", "sweep", "bench", "cards"})
     EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
 }
 
 TEST_F(Cli, EveryCommandTakesHelp) {
-  for (const char* c : {"info", "data", "models", "train", "predict", "sweep", "bench", "cards"}) {
+  for (const char* c : {"info", "data", "models", "train", "predict", "export", "sweep", "bench", "cards"}) {
     const auto r = run_voxfit(std::string(c) + " --help");
     EXPECT_EQ(r.exit_code, 0) << c << ": " << r.err;
     EXPECT_NE(r.out.find("usage: voxfit"), std::string::npos) << c;
@@ -51,14 +51,28 @@ TEST_F(Cli, PrintConfigRoundTripsThroughConfig) {
   ASSERT_EQ(back.exit_code, 0) << back.err;
   EXPECT_EQ(back.out, r.out);
   // Every command takes it.
-  for (const char* c : {"info", "data prepare", "models", "predict", "sweep", "bench", "cards list"})
+  for (const char* c : {"info", "data prepare", "models", "predict", "export", "sweep", "bench", "cards list"})
     EXPECT_EQ(run_voxfit(std::string(c) + " --print-config").exit_code, 0) << c;
+}
+
+TEST_F(Cli, ExportErrorsAreOneLineNamingTheFile) {
+  const auto missing = dir() / "nope.pt";
+  auto r = run_voxfit("export --checkpoint '" + missing.string() + "' --output '" + (dir() / "w.pt").string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(missing.string()), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  r = run_voxfit("export --checkpoint '" + missing.string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--output"), std::string::npos) << r.err;
+  r = run_voxfit("export --checkpoint '" + missing.string() + "' --output w.pt --names timm");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--names"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, InfoReportsVersionsDevicesAndThreads) {
   const auto r = run_voxfit("info --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* k : {"voxfit", "LibTorch", "ITK", "HDF5", "Boost", "cuDNN", "intra-op 2", "cpu"})
+  for (const char* k : {"voxfit", "LibTorch", "ITK", "HDF5", "Boost", "cuDNN", "intra-op 2", "cpu", "  data "})
     EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
 }
 

@@ -13,6 +13,7 @@ int cmd_data(const Args& args);
 int cmd_models(const Args& args);
 int cmd_train(const Args& args);
 int cmd_predict(const Args& args);
+int cmd_export(const Args& args);
 int cmd_sweep(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_cards(const Args& args);

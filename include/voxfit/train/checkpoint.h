@@ -24,6 +24,16 @@ CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path);
 /// it is unreadable or was written for another network/optimiser.
 CheckpointMeta load_checkpoint(const std::filesystem::path& path, TrainStep& step);
 
+/// The network a checkpoint's config names: its registry name and the context to build it with.
+struct CheckpointModel {
+  std::string model;
+  models::ModelContext context;
+};
+
+/// The network of `meta` (read from `path`, which error messages name); throws IoError where the
+/// config is not what voxfit train writes.
+CheckpointModel checkpoint_model(const std::filesystem::path& path, const CheckpointMeta& meta);
+
 /// Restores only the network weights (for prediction).
 CheckpointMeta load_weights(const std::filesystem::path& path, models::NetworkImpl& network);
 
