@@ -62,8 +62,8 @@ inline void read_ini(const std::filesystem::path& ini) {
       "batch", po::value<std::string>()->default_value("2"), "")("steps", po::value<std::int64_t>(), "")(
       "patch", po::value<std::vector<std::int64_t>>()->multitoken(), "")("lr", po::value<double>(), "")(
       "seed", po::value<std::uint64_t>(), "")("vram", po::value<std::string>(), "")(
-      "workers", po::value<int>()->default_value(2), "")("resume", po::bool_switch(), "")(
-      "deep-supervision", po::value<bool>(), "");
+      "workers", po::value<int>()->default_value(2), "")("resume", po::bool_switch(), "")("deep-supervision",
+                                                                                          po::value<bool>(), "");
   spec.positional.add("dataset", 1);
   po::variables_map vm;
   try {

@@ -70,7 +70,8 @@ Precision parse_precision(const std::string& text, const std::string& what) {
   if (text == "float32" || text == "fp32") return Precision::kFloat32;
   if (text == "bfloat16" || text == "bf16") return Precision::kBfloat16;
   if (text == "16-mixed" || text == "bf16-mixed")
-    throw ConfigError(what + ": " + text + " is mixed precision (autocast); the reference protocol runs pure "
+    throw ConfigError(what + ": " + text +
+                      " is mixed precision (autocast); the reference protocol runs pure "
                       "float16 / bfloat16 (model.half()), or use --train on a segmentation model with fp16 / bf16");
   throw ConfigError(what + ": expected float16 (fp16), bfloat16 (bf16) or float32 (fp32), got '" + text + "'");
 }
@@ -93,8 +94,7 @@ void validate(const BenchOptions& o) {
   positive(o.image_size, "image_size");
   positive(o.num_classes, "num_classes");
   if (o.iterations < 2)
-    throw ConfigError("bench: --iterations must be >= 2 (iteration 0 is warm-up), got " +
-                      std::to_string(o.iterations));
+    throw ConfigError("bench: --iterations must be >= 2 (iteration 0 is warm-up), got " + std::to_string(o.iterations));
   if (!(o.learning_rate > 0.0)) throw ConfigError("bench: learning_rate must be > 0");
   if (o.device.is_cuda()) {
     if (!cuda_available())
@@ -102,8 +102,8 @@ void validate(const BenchOptions& o) {
                              " requested, but this build or machine has no CUDA device");
     const auto n = static_cast<int>(cuda_devices().size());
     if (o.device.index() < 0 || o.device.index() >= n)
-      throw ConfigError("bench: device " + std::to_string(o.device.index()) + " does not exist (" +
-                        std::to_string(n) + " CUDA device(s))");
+      throw ConfigError("bench: device " + std::to_string(o.device.index()) + " does not exist (" + std::to_string(n) +
+                        " CUDA device(s))");
   } else if (!o.device.is_cpu()) {
     throw ConfigError("bench: device must be a CUDA device or the CPU, not " + o.device.str());
   }
@@ -124,8 +124,7 @@ double BenchResult::steady_images_per_s() const {
   return sum / static_cast<double>(iterations.size() - 1);
 }
 
-BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
-                          const IterationCallback& on_iteration) {
+BenchResult run_benchmark(const models::Network& net, const BenchOptions& o, const IterationCallback& on_iteration) {
   validate(o);
   c10::DeviceGuard device_guard(o.device);
   auto& context = at::globalContext();
@@ -148,8 +147,8 @@ BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
   // Built once in device memory before timing, as in the reference: no I/O in the loop.
   const auto image_options = torch::TensorOptions().dtype(dtype).device(o.device);
   const std::vector<int64_t> shape = {o.batch, o.in_channels, o.image_size, o.image_size};
-  torch::Tensor images = o.input == InputFill::kZeros ? torch::zeros(shape, image_options)
-                                                      : torch::randn(shape, image_options);
+  torch::Tensor images =
+      o.input == InputFill::kZeros ? torch::zeros(shape, image_options) : torch::randn(shape, image_options);
   if (result.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
 
   std::function<void()> step;
@@ -157,10 +156,9 @@ BenchResult run_benchmark(const models::Network& net, const BenchOptions& o,
   torch::Tensor targets, logits;
   std::optional<c10::InferenceMode> inference;
   if (o.train) {
-    optimizer = std::make_unique<torch::optim::SGD>(
-        net->parameters(), torch::optim::SGDOptions(o.learning_rate).momentum(0.9));
-    targets = torch::randint(0, o.num_classes, {o.batch},
-                             torch::TensorOptions().dtype(torch::kLong).device(o.device));
+    optimizer =
+        std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(o.learning_rate).momentum(0.9));
+    targets = torch::randint(0, o.num_classes, {o.batch}, torch::TensorOptions().dtype(torch::kLong).device(o.device));
     step = [&] {
       optimizer->zero_grad();
       auto loss = torch::nn::functional::cross_entropy(net->forward(images).at(0), targets);

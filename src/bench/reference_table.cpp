@@ -50,9 +50,8 @@ std::vector<ReferenceRow> load_reference_table(const std::filesystem::path& csv)
   return rows;
 }
 
-std::vector<Comparison> compare_with_reference(const std::vector<ReferenceRow>& table,
-                                               const std::string& model, const std::string& precision,
-                                               bool train, double measured_images_per_s) {
+std::vector<Comparison> compare_with_reference(const std::vector<ReferenceRow>& table, const std::string& model,
+                                               const std::string& precision, bool train, double measured_images_per_s) {
   std::vector<Comparison> out;
   if (train) return out;
   for (const auto& row : table)

@@ -31,8 +31,8 @@ std::string steady_range(const BenchResult& r) {
 
 std::string namespace_text(const BenchOptions& o) {
   const std::string device = o.device.is_cuda() ? std::to_string(o.device.index()) : "'cpu'";
-  return "Namespace(device=" + device + ", model='" + o.model + "', precision='" +
-         to_string(o.precision) + "', train=" + (o.train ? "True" : "False") + ")";
+  return "Namespace(device=" + device + ", model='" + o.model + "', precision='" + to_string(o.precision) +
+         "', train=" + (o.train ? "True" : "False") + ")";
 }
 
 std::string iteration_text(const IterationTiming& it) {
@@ -47,8 +47,8 @@ std::string reference_line(const BenchResult& r) {
 
 std::string summary_text(const BenchResult& r, const std::vector<Comparison>& comparisons) {
   const BenchOptions& o = r.options;
-  std::string s = format("steady state: %.2f images/s (mean of ", r.steady_images_per_s()) +
-                  steady_range(r) + ", " + std::to_string(o.batch * o.steps) + " images each)\n";
+  std::string s = format("steady state: %.2f images/s (mean of ", r.steady_images_per_s()) + steady_range(r) + ", " +
+                  std::to_string(o.batch * o.steps) + " images each)\n";
   for (const auto& c : comparisons)
     s += format("vs %s: %.2fx (published %g images/s, %s %s)\n", c.reference.card.c_str(), c.ratio,
                 c.reference.images_per_s, c.reference.model.c_str(), c.reference.precision.c_str());
@@ -63,9 +63,9 @@ std::string summary_text(const BenchResult& r, const std::vector<Comparison>& co
                                                                       : "float32";
   s += "settings: " + device + ", " + precision + ", batch " + std::to_string(o.batch) + " x " +
        std::to_string(o.steps) + " steps, " + to_string(o.input) + " input, tf32 matmul " + on_off(o.tf32_matmul) +
-       ", tf32 cudnn " + on_off(o.tf32_cudnn) + ", cudnn benchmark " + on_off(o.cudnn_benchmark) +
-       ", channels-last " + on_off(r.channels_last) + ", cuda graph " + on_off(r.cuda_graph) +
-       ", BatchNorm folded " + on_off(r.folded) + ", attention " + models::to_string(o.attention) + "\n";
+       ", tf32 cudnn " + on_off(o.tf32_cudnn) + ", cudnn benchmark " + on_off(o.cudnn_benchmark) + ", channels-last " +
+       on_off(r.channels_last) + ", cuda graph " + on_off(r.cuda_graph) + ", BatchNorm folded " + on_off(r.folded) +
+       ", attention " + models::to_string(o.attention) + "\n";
   if (r.peak_allocated)
     s += "peak memory: " + format_bytes(*r.peak_allocated) + " allocated / " + format_bytes(*r.peak_reserved) +
          " reserved\n";
@@ -101,10 +101,8 @@ nlohmann::json result_json(const BenchResult& r, const std::vector<Comparison>& 
   j["provenance"] = provenance(o.device);
   auto& its = j["iterations"] = nlohmann::json::array();
   for (const auto& it : r.iterations)
-    its.push_back({{"index", it.index},
-                   {"images", it.images},
-                   {"seconds", it.seconds},
-                   {"images_per_s", it.images_per_s()}});
+    its.push_back(
+        {{"index", it.index}, {"images", it.images}, {"seconds", it.seconds}, {"images_per_s", it.images_per_s()}});
   if (r.peak_allocated) j["peak_memory"] = {{"allocated", *r.peak_allocated}, {"reserved", *r.peak_reserved}};
   j["steady_state"] = {{"images_per_s", r.steady_images_per_s()},
                        {"first_iteration", 1},

@@ -46,9 +46,10 @@ bool arithmetic_kernel(const std::string& kernel_name) {
   for (const char* helper : {"nchwtonhwc", "nhwctonchw", "transpose", "reduce", "elementwise", "vectorized", "copy",
                              "fill", "memset", "convert", "cast"})
     if (contains(n, helper)) return false;
-  for (const char* main : {"gemm", "conv", "cutlass", "xmma", "wgrad", "dgrad", "fprop", "flash", "fmha", "attention",
-                           "attn", "implicit", "winograd", "nvjet", "sm80_", "sm86_", "sm90_", "ampere_", "hopper",
-                           "volta_", "turing_", "cudnn", "mma", "cublas", "gemv"})
+  for (const char* main :
+       {"gemm",      "conv",   "cutlass",  "xmma",     "wgrad", "dgrad",  "fprop", "flash", "fmha",
+        "attention", "attn",   "implicit", "winograd", "nvjet", "sm80_",  "sm86_", "sm90_", "ampere_",
+        "hopper",    "volta_", "turing_",  "cudnn",    "mma",   "cublas", "gemv"})
     if (contains(n, main)) return true;
   return false;
 }
@@ -135,12 +136,12 @@ OpCost estimate_op_cost(const std::string& op_name, const Shapes& s, const std::
     if (has(s, q, 2) && has(s, q + 1, 2)) {
       const auto& qs = s[q];
       const auto& ks = s[q + 1];
-      flops = 4.0 * prod(qs, 0, qs.size() - 1) * static_cast<double>(ks[ks.size() - 2]) *
-              static_cast<double>(qs.back());
+      flops =
+          4.0 * prod(qs, 0, qs.size() - 1) * static_cast<double>(ks[ks.size() - 2]) * static_cast<double>(qs.back());
       if (backward) flops *= 2.5;
-      out_bytes = backward ? tensor_bytes(s, dtypes, q) + tensor_bytes(s, dtypes, q + 1) +
-                                 tensor_bytes(s, dtypes, q + 2)
-                           : tensor_bytes(s, dtypes, q);
+      out_bytes = backward
+                      ? tensor_bytes(s, dtypes, q) + tensor_bytes(s, dtypes, q + 1) + tensor_bytes(s, dtypes, q + 2)
+                      : tensor_bytes(s, dtypes, q);
     }
     c.matrix = true;
   } else if (n == "mm" || n == "addmm" || n == "bmm" || n == "baddbmm" || n == "matmul" || n == "linear") {
@@ -202,7 +203,8 @@ std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& event
   const auto cost_of = [&](std::size_t i) -> const OpCost& {
     auto it = costs.find(i);
     if (it == costs.end())
-      it = costs.emplace(i, estimate_op_cost(events[i].name, events[i].shapes, events[i].dtypes, events[i].flops)).first;
+      it =
+          costs.emplace(i, estimate_op_cost(events[i].name, events[i].shapes, events[i].dtypes, events[i].flops)).first;
     return it->second;
   };
 
@@ -265,9 +267,12 @@ std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& event
     if (c.matrix) {
       const int eb = element_bytes(c.dtype);
       const std::string t = lower(c.dtype);
-      if (contains(t, "bfloat")) kind = MathKind::kBf16Tensor;
-      else if (eb == 2) kind = MathKind::kFp16Tensor;
-      else if (eb == 4 && (c.convolution ? o.tf32_cudnn : o.tf32_matmul)) kind = MathKind::kTf32;
+      if (contains(t, "bfloat"))
+        kind = MathKind::kBf16Tensor;
+      else if (eb == 2)
+        kind = MathKind::kFp16Tensor;
+      else if (eb == 4 && (c.convolution ? o.tf32_cudnn : o.tf32_matmul))
+        kind = MathKind::kTf32;
     }
     for (std::size_t m : main) {
       const double share = total > 0 ? static_cast<double>(events[linked[m].event].duration_ns) / total

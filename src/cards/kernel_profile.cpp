@@ -14,10 +14,14 @@ using json = nlohmann::json;
 
 std::string to_string(MathKind kind) {
   switch (kind) {
-    case MathKind::kFp16Tensor: return "fp16_tensor";
-    case MathKind::kBf16Tensor: return "bf16_tensor";
-    case MathKind::kTf32: return "tf32";
-    case MathKind::kFp32: return "fp32";
+    case MathKind::kFp16Tensor:
+      return "fp16_tensor";
+    case MathKind::kBf16Tensor:
+      return "bf16_tensor";
+    case MathKind::kTf32:
+      return "tf32";
+    case MathKind::kFp32:
+      return "fp32";
   }
   return "fp32";
 }

@@ -52,8 +52,7 @@ std::vector<SweptPoint> load_sweep_results(const fs::path& sweep_dir) {
   std::ifstream in(file);
   if (!in) throw IoError(file.string() + ": cannot read the sweep results (missing or unreadable)");
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
   std::vector<SweptPoint> out;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
@@ -78,7 +77,8 @@ std::vector<SweptPoint> load_sweep_results(const fs::path& sweep_dir) {
     p.static_bytes = need<double>(e, "fit", "static_bytes", where);
     p.per_sample_bytes = need<double>(e, "fit", "per_sample_bytes", where);
     p.max_batch = need<std::int64_t>(e, "max_batch", nullptr, where);
-    if (p.visible_bytes == 0) throw IoError(where + ": budget_report.visible_bytes is 0 (an uncapped sweep has no card to rescale)");
+    if (p.visible_bytes == 0)
+      throw IoError(where + ": budget_report.visible_bytes is 0 (an uncapped sweep has no card to rescale)");
     if (!(p.per_sample_bytes > 0)) throw IoError(where + ": fit.per_sample_bytes must be > 0");
     if (e.contains("throughput") && e["throughput"].is_array())
       for (const auto& t : e["throughput"])

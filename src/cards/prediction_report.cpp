@@ -9,6 +9,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/gnuplot.h"
+#include "voxfit/core/units.h"
 
 namespace voxfit::cards {
 
@@ -41,8 +42,8 @@ void card_table(std::ostream& md, const std::vector<ProfilePredictions>& predict
 
 // The patch of a [N, C, D, H, W] input shape, as sweeps write it.
 std::string patch_text(const std::vector<std::int64_t>& input_shape) {
-  return shape_text(std::vector<std::int64_t>(input_shape.begin() + std::min<std::size_t>(2, input_shape.size()),
-                                              input_shape.end()));
+  return shape_text(
+      std::vector<std::int64_t>(input_shape.begin() + std::min<std::size_t>(2, input_shape.size()), input_shape.end()));
 }
 
 const CardPrediction* find_card(const ProfilePredictions& p, const std::string& card) {
@@ -140,9 +141,9 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
       csv << '"' << p.profile.label() << "\"," << p.profile.model << "," << p.profile.precision << ","
           << (p.profile.train ? "true" : "false") << "," << p.profile.batch << "," << p.source_card << "," << c.card
           << "," << fixed(c.samples_per_s, 1) << "," << fixed(c.kernel_s * 1e3, 3) << ","
-          << fixed(c.overhead_s * 1e3, 3) << "," << fixed(c.step_s * 1e3, 3) << ","
-          << fixed(c.compute_share(), 3) << "," << fixed(c.memory_share(), 3) << "," << fixed(c.latency_share(), 3)
-          << "," << to_string(c.main_unit) << "," << fixed(c.main_unit_flops * 1e-12, 1) << "\n";
+          << fixed(c.overhead_s * 1e3, 3) << "," << fixed(c.step_s * 1e3, 3) << "," << fixed(c.compute_share(), 3)
+          << "," << fixed(c.memory_share(), 3) << "," << fixed(c.latency_share(), 3) << "," << to_string(c.main_unit)
+          << "," << fixed(c.main_unit_flops * 1e-12, 1) << "\n";
   write_file_atomic(dir / "predictions.csv", csv.str());
 
   std::ostringstream md;
@@ -176,12 +177,13 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
        << " ms + other " << fixed(p.profile.overhead_s_per_step() * 1e3, 3) << " ms a step;";
   md << "\n";
   if (!checks.empty()) {
-    md << "\n## Against the published numbers\n\n| card | model | precision | published img/s | predicted img/s | error |\n"
+    md << "\n## Against the published numbers\n\n| card | model | precision | published img/s | predicted img/s | "
+          "error |\n"
           "|---|---|---|---:|---:|---:|\n";
     for (const auto& c : checks)
       md << "| " << c.reference.card << " | " << c.reference.model << " | " << c.reference.precision << " | "
-         << fixed(c.reference.images_per_s, 0) << " | " << fixed(c.predicted, 0) << " | "
-         << (c.error >= 0 ? "+" : "") << fixed(100.0 * c.error, 1) << "% |\n";
+         << fixed(c.reference.images_per_s, 0) << " | " << fixed(c.predicted, 0) << " | " << (c.error >= 0 ? "+" : "")
+         << fixed(100.0 * c.error, 1) << "% |\n";
   }
   if (!fit_throughputs.empty()) {
     md << "\n## Largest batch and samples/s per card\n\nThe sweep's memory fit gives the batch; samples/s there is the "
@@ -190,8 +192,9 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
           "|---|---|---|---|---|---:|---:|\n";
     for (const auto& f : fit_throughputs)
       md << "| " << f.fit.model << " | " << f.fit.patch << " | " << f.fit.precision << " | " << f.fit.checkpoint
-         << " | " << f.fit.card << " | " << f.fit.predicted_batch << (f.fit.measured_batch ? " (measured " + std::to_string(*f.fit.measured_batch) + ")" : "")
-         << " | " << (f.samples_per_s > 0 ? fixed(f.samples_per_s, 1) : "") << " |\n";
+         << " | " << f.fit.card << " | " << f.fit.predicted_batch
+         << (f.fit.measured_batch ? " (measured " + std::to_string(*f.fit.measured_batch) + ")" : "") << " | "
+         << (f.samples_per_s > 0 ? fixed(f.samples_per_s, 1) : "") << " |\n";
     std::ostringstream fcsv;
     fcsv << "model,patch,precision,checkpoint,card,predicted_max_batch,measured_max_batch,predicted_samples_per_s\n";
     for (const auto& f : fit_throughputs)

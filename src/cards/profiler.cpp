@@ -105,7 +105,8 @@ PreparedStep prepare_reference(const ProfileOptions& o) {
   if (b.train) {
     s->optimizer = std::make_unique<torch::optim::SGD>(s->net->parameters(),
                                                        torch::optim::SGDOptions(b.learning_rate).momentum(0.9));
-    s->targets = torch::randint(0, b.num_classes, {b.batch}, torch::TensorOptions().dtype(torch::kLong).device(b.device));
+    s->targets =
+        torch::randint(0, b.num_classes, {b.batch}, torch::TensorOptions().dtype(torch::kLong).device(b.device));
     State* st = s.get();
     step.run = [st] {
       st->optimizer->zero_grad();
@@ -149,7 +150,8 @@ PreparedStep prepare_segmentation(const ProfileOptions& o) {
   std::vector<std::int64_t> label_shape = shape;
   label_shape[1] = 1;
   s->batch.image = torch::randn(shape, torch::TensorOptions().device(device));
-  s->batch.label = torch::randint(0, ctx.num_classes, label_shape, torch::TensorOptions().dtype(torch::kLong).device(device));
+  s->batch.label =
+      torch::randint(0, ctx.num_classes, label_shape, torch::TensorOptions().dtype(torch::kLong).device(device));
 
   PreparedStep step;
   step.input_shape = shape;
@@ -234,8 +236,9 @@ void validate(const ProfileOptions& o) {
     if (o.patch.size() != 3) throw ConfigError("cards profile: --patch needs 3 sizes for " + o.model);
   }
   if (!cuda_available())
-    throw UnsupportedError("cards profile: profiling runs kernels on a CUDA GPU, and this build or machine has none "
-                           "(predict from saved profiles with: voxfit cards predict --profile FILE.json)");
+    throw UnsupportedError(
+        "cards profile: profiling runs kernels on a CUDA GPU, and this build or machine has none "
+        "(predict from saved profiles with: voxfit cards predict --profile FILE.json)");
   const auto n = static_cast<int>(cuda_devices().size());
   if (o.device < 0 || o.device >= n)
     throw ConfigError("cards profile: device " + std::to_string(o.device) + " does not exist (" + std::to_string(n) +
@@ -249,7 +252,8 @@ KernelProfile profile_model(const ProfileOptions& o) {
 
   // A graphed step captures after its eager warm-up steps (StepOptions::graph_warmup_steps, 3):
   // keep the capture out of the timed steps.
-  const int warmup = step.graphed ? std::max(o.warmup_steps, train::StepOptions{}.graph_warmup_steps + 2) : o.warmup_steps;
+  const int warmup =
+      step.graphed ? std::max(o.warmup_steps, train::StepOptions{}.graph_warmup_steps + 2) : o.warmup_steps;
   for (int i = 0; i < warmup; ++i) step.run();
   synchronize(o.device);
   using Clock = std::chrono::steady_clock;

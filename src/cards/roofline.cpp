@@ -10,11 +10,16 @@ namespace voxfit::cards {
 
 std::string to_string(ComputeUnit unit) {
   switch (unit) {
-    case ComputeUnit::kFp16Tensor: return "fp16_tensor";
-    case ComputeUnit::kBf16Tensor: return "bf16_tensor";
-    case ComputeUnit::kTf32Tensor: return "tf32_tensor";
-    case ComputeUnit::kFp16Vector: return "fp16_vector";
-    case ComputeUnit::kFp32Vector: return "fp32_vector";
+    case ComputeUnit::kFp16Tensor:
+      return "fp16_tensor";
+    case ComputeUnit::kBf16Tensor:
+      return "bf16_tensor";
+    case ComputeUnit::kTf32Tensor:
+      return "tf32_tensor";
+    case ComputeUnit::kFp16Vector:
+      return "fp16_vector";
+    case ComputeUnit::kFp32Vector:
+      return "fp32_vector";
   }
   return "fp32_vector";
 }
@@ -29,7 +34,8 @@ std::vector<std::pair<std::string, double>> free_parameters(const RooflineConsta
   std::vector<std::pair<std::string, double>> out = {{"memory_efficiency", k.memory_efficiency},
                                                      {"compute_efficiency", k.compute_efficiency},
                                                      {"kernel_latency_us", k.kernel_latency_us}};
-  for (const auto& e : k.energy) out.emplace_back("energy_pj." + e.architecture + "." + to_string(e.unit), e.picojoules);
+  for (const auto& e : k.energy)
+    out.emplace_back("energy_pj." + e.architecture + "." + to_string(e.unit), e.picojoules);
   return out;
 }
 
@@ -38,9 +44,12 @@ ComputeUnit compute_unit(const memory::CardSpec& c, MathKind math) {
     case MathKind::kFp16Tensor:
       if (c.fp16_tensor_tflops) return ComputeUnit::kFp16Tensor;
       return c.fp16_vector_tflops ? ComputeUnit::kFp16Vector : ComputeUnit::kFp32Vector;
-    case MathKind::kBf16Tensor: return c.bf16_tflops ? ComputeUnit::kBf16Tensor : ComputeUnit::kFp32Vector;
-    case MathKind::kTf32: return c.tf32_tflops ? ComputeUnit::kTf32Tensor : ComputeUnit::kFp32Vector;
-    case MathKind::kFp32: return ComputeUnit::kFp32Vector;
+    case MathKind::kBf16Tensor:
+      return c.bf16_tflops ? ComputeUnit::kBf16Tensor : ComputeUnit::kFp32Vector;
+    case MathKind::kTf32:
+      return c.tf32_tflops ? ComputeUnit::kTf32Tensor : ComputeUnit::kFp32Vector;
+    case MathKind::kFp32:
+      return ComputeUnit::kFp32Vector;
   }
   return ComputeUnit::kFp32Vector;
 }
@@ -49,11 +58,16 @@ namespace {
 
 double unit_tflops(const memory::CardSpec& c, ComputeUnit unit) {
   switch (unit) {
-    case ComputeUnit::kFp16Tensor: return c.fp16_tensor_tflops.value_or(c.fp32_tflops);
-    case ComputeUnit::kBf16Tensor: return c.bf16_tflops.value_or(c.fp32_tflops);
-    case ComputeUnit::kTf32Tensor: return c.tf32_tflops.value_or(c.fp32_tflops);
-    case ComputeUnit::kFp16Vector: return c.fp16_vector_tflops.value_or(c.fp32_tflops);
-    case ComputeUnit::kFp32Vector: return c.fp32_tflops;
+    case ComputeUnit::kFp16Tensor:
+      return c.fp16_tensor_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kBf16Tensor:
+      return c.bf16_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kTf32Tensor:
+      return c.tf32_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kFp16Vector:
+      return c.fp16_vector_tflops.value_or(c.fp32_tflops);
+    case ComputeUnit::kFp32Vector:
+      return c.fp32_tflops;
   }
   return c.fp32_tflops;
 }

@@ -6,8 +6,8 @@
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/options.h"
 #include "voxfit/core/error.h"
-#include "voxfit/memory/budget.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/memory/budget.h"
 
 namespace voxfit::cli {
 

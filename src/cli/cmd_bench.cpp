@@ -27,13 +27,12 @@ std::optional<bool> parse_auto_on_off(const std::string& value, const std::strin
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  CommandSpec spec{
-      "bench",
-      "voxfit bench --model resnet50|vit_base_patch16_224 --precision float16|bfloat16|float32 [--train] "
-      "[--device cpu|cuda|cuda:N] [options]",
-      "Runs the ResNet50 / ViT reference benchmark (the RTX 3090 / A40 protocol: batch x steps "
-      "images per iteration, iteration 0 is warm-up) and prints its one-line result, the "
-      "steady-state mean of iterations 1..N-1 and the ratio to the published cards."};
+  CommandSpec spec{"bench",
+                   "voxfit bench --model resnet50|vit_base_patch16_224 --precision float16|bfloat16|float32 [--train] "
+                   "[--device cpu|cuda|cuda:N] [options]",
+                   "Runs the ResNet50 / ViT reference benchmark (the RTX 3090 / A40 protocol: batch x steps "
+                   "images per iteration, iteration 0 is warm-up) and prints its one-line result, the "
+                   "steady-state mean of iterations 1..N-1 and the ratio to the published cards."};
   const std::string default_reference = (data_dir() / "reference" / "autodl_seed.csv").string();
   // clang-format off
   spec.options.add_options()
@@ -93,12 +92,11 @@ int cmd_bench(const Args& args) {
 
   const models::Network net = bench::make_bench_model(o);
   std::cout << bench::namespace_text(o) << std::flush;
-  const bench::BenchResult result = bench::run_benchmark(net, o, [](const bench::IterationTiming& it) {
-    std::cout << " " << bench::iteration_text(it) << std::flush;
-  });
+  const bench::BenchResult result = bench::run_benchmark(
+      net, o, [](const bench::IterationTiming& it) { std::cout << " " << bench::iteration_text(it) << std::flush; });
   std::cout << "\n";
-  const auto comparisons = bench::compare_with_reference(table, o.model, bench::to_string(o.precision),
-                                                         o.train, result.steady_images_per_s());
+  const auto comparisons = bench::compare_with_reference(table, o.model, bench::to_string(o.precision), o.train,
+                                                         result.steady_images_per_s());
   std::cout << bench::summary_text(result, comparisons) << std::flush;
   if (vm.count("json")) bench::write_result_json(vm["json"].as<std::string>(), result, comparisons, reference_file);
   return 0;

@@ -73,8 +73,8 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
   if (patch < 1) throw ConfigError(where + ": --patch must be >= 1");
   o.patch = {patch, patch, patch};
   const torch::Device device = parse_device(vm["device"].as<std::string>());
-  if (!device.is_cuda()) throw UnsupportedError(where + ": --device " + vm["device"].as<std::string>() +
-                                                ": profiles need a CUDA device");
+  if (!device.is_cuda())
+    throw UnsupportedError(where + ": --device " + vm["device"].as<std::string>() + ": profiles need a CUDA device");
   o.device = device.index();
   o.warmup_steps = vm["warmup-steps"].as<int>();
   o.timed_steps = vm["timed-steps"].as<int>();
@@ -94,10 +94,11 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
 
 std::string profile_summary(const cards::KernelProfile& p) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s on %s: %.1f samples/s, %.3f ms a step%s (kernels %.3f ms in %zu records, other %.3f ms)\n",
+  std::snprintf(buf, sizeof buf,
+                "%s on %s: %.1f samples/s, %.3f ms a step%s (kernels %.3f ms in %zu records, other %.3f ms)\n",
                 p.label().c_str(), p.device_name.c_str(), p.samples_per_s(), p.wall_s_per_step * 1e3,
-                p.cuda_graph ? " replayed as a CUDA graph" : "",
-                p.kernel_s_per_step() * 1e3, p.kernels.size(), p.overhead_s_per_step() * 1e3);
+                p.cuda_graph ? " replayed as a CUDA graph" : "", p.kernel_s_per_step() * 1e3, p.kernels.size(),
+                p.overhead_s_per_step() * 1e3);
   return buf;
 }
 
@@ -107,9 +108,10 @@ int cards_list(const Args& args) {
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   const auto table = memory::load_card_table(vm["cards"].as<std::string>());
-  std::printf("| card | name | arch | CUDA-visible MiB | memory | GB/s | SMs | base / boost MHz | TDP W | FP32 | FP16 vector | "
-              "FP16 tensor | TF32 | BF16 | L2 MB |\n"
-              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| card | name | arch | CUDA-visible MiB | memory | GB/s | SMs | base / boost MHz | TDP W | FP32 | FP16 vector | "
+      "FP16 tensor | TF32 | BF16 | L2 MB |\n"
+      "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const auto opt = [](const std::optional<double>& v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, v && *v < 1 ? "%.3f" : "%.1f", v.value_or(0.0));
@@ -184,7 +186,8 @@ int cards_predict(const Args& args) {
       "Predicts samples/s on every card of the table from kernel profiles (saved ones, or one taken here first): "
       "each kernel's roofline time on the card (at the rate of the unit its arithmetic runs on there, power-limited "
       "where the card's TDP cannot feed it) plus its time beyond the profiled GPU's roofline scaled by SM count x "
-      "boost clock (a kernel faster than that roofline takes the card's roofline where one launch exceeds the card's smaller L2), launch and host time kept. "
+      "boost clock (a kernel faster than that roofline takes the card's roofline where one launch exceeds the card's "
+      "smaller L2), launch and host time kept. "
       "With --results, also each card's largest batch and samples/s there. Writes predictions.csv/.md and a plot "
       "where gnuplot exists."};
   // clang-format off
@@ -255,9 +258,10 @@ int cmd_cards(const Args& args) {
   if (!args.empty() && args[0] == "fit") return cards_fit(Args(args.begin() + 1, args.end()));
   if (!args.empty() && args[0] == "profile") return cards_profile(Args(args.begin() + 1, args.end()));
   if (!args.empty() && args[0] == "predict") return cards_predict(Args(args.begin() + 1, args.end()));
-  CommandSpec spec{"cards", "voxfit cards <list|fit|profile|predict> [options]",
-                   std::string("GPU cards: the table, the largest batch on each, throughput predicted from a profile.\n\n") +
-                       kSubcommands + "\n'voxfit cards SUBCOMMAND --help' lists a subcommand's options."};
+  CommandSpec spec{
+      "cards", "voxfit cards <list|fit|profile|predict> [options]",
+      std::string("GPU cards: the table, the largest batch on each, throughput predicted from a profile.\n\n") +
+          kSubcommands + "\n'voxfit cards SUBCOMMAND --help' lists a subcommand's options."};
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   throw ConfigError(args.empty() ? "voxfit cards: expected a subcommand: list, fit, profile or predict"

@@ -88,9 +88,9 @@ int data_prepare(const Args& args) {
       "output,o", po::value<std::string>()->value_name("CACHE"), "cache folder (created)")(
       "spacing", po::value<std::string>()->value_name("MM|D,H,W"),
       "target spacing in mm: one value, or one per axis in the order of --patch, D,H,W (z, y, x) "
-      "(default: the dataset's median)")(
-      "normalisation", po::value<std::string>()->default_value("auto")->value_name("auto|ct|zscore"),
-      "intensity normalisation (auto: CT channels ct, others zscore)")(
+      "(default: the dataset's median)")("normalisation",
+                                         po::value<std::string>()->default_value("auto")->value_name("auto|ct|zscore"),
+                                         "intensity normalisation (auto: CT channels ct, others zscore)")(
       "fg-samples", po::value<std::int64_t>()->default_value(d.foreground_samples_per_class)->value_name("N"),
       "foreground voxel locations kept per class and case")(
       "chunk", po::value<std::int64_t>()->default_value(d.chunk)->value_name("N"), "HDF5 chunk edge in voxels")(
@@ -123,10 +123,11 @@ int data_prepare(const Args& args) {
   const std::string cache = vm["output"].as<std::string>();
   const data::PrepareResult r = data::prepare_dataset(dataset, cache, o);
   const data::Plan& p = r.plan;
-  std::printf("%s: %zu cases (%zu written, %zu reused%s), %d channel(s), %d classes, spacing %.4g x %.4g x %.4g mm "
-              "(D x H x W)\n",
-              cache.c_str(), p.cases.size(), r.cases_written, r.cases_reused, r.up_to_date ? ", up to date" : "",
-              p.channels(), p.num_classes(), p.target_spacing[2], p.target_spacing[1], p.target_spacing[0]);
+  std::printf(
+      "%s: %zu cases (%zu written, %zu reused%s), %d channel(s), %d classes, spacing %.4g x %.4g x %.4g mm "
+      "(D x H x W)\n",
+      cache.c_str(), p.cases.size(), r.cases_written, r.cases_reused, r.up_to_date ? ", up to date" : "", p.channels(),
+      p.num_classes(), p.target_spacing[2], p.target_spacing[1], p.target_spacing[0]);
   for (int c = 0; c < p.channels(); ++c) {
     const auto& n = p.normalisation[c];
     if (n.scheme == data::Normalisation::CT)
@@ -150,8 +151,7 @@ int data_bench(const Args& args) {
       "loader worker thread counts, one row each")(
       "seconds", po::value<double>()->default_value(d.seconds)->value_name("S"), "timed seconds per row")(
       "oversample", po::value<double>()->default_value(d.loader.oversample_foreground)->value_name("F"),
-      "foreground oversampling fraction")(
-      "no-augment", po::bool_switch(), "turn off the per-patch augmentation")(
+      "foreground oversampling fraction")("no-augment", po::bool_switch(), "turn off the per-patch augmentation")(
       "seed", po::value<std::uint64_t>()->default_value(0)->value_name("N"), "loader seed");
   spec.positional.add("cache", 1);
   po::variables_map vm;
@@ -193,16 +193,17 @@ int data_demo(const Args& args) {
   const char* env = std::getenv("VOXFIT_DEMO_MRI_DIR");
   spec.options.add_options()("output", po::value<std::string>()->value_name("OUTPUT"), "dataset folder (created)")(
       "cases", po::value<int>()->default_value(4)->value_name("N"), "cases to write")(
-      "mri-dir", po::value<std::string>()
-                     ->default_value(env ? env : "/usr/share/doc/insighttoolkit5-examples/examples/Data")
-                     ->value_name("DIR"),
+      "mri-dir",
+      po::value<std::string>()
+          ->default_value(env ? env : "/usr/share/doc/insighttoolkit5-examples/examples/Data")
+          ->value_name("DIR"),
       "folder with KmeansTest_T1*.nii.gz (default: $VOXFIT_DEMO_MRI_DIR or Debian's)");
   spec.positional.add("output", 1);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   if (!vm.count("output")) throw ConfigError("voxfit data demo: expected an OUTPUT folder");
-  const auto manifest = data::make_demo_dataset(vm["mri-dir"].as<std::string>(), vm["output"].as<std::string>(),
-                                                vm["cases"].as<int>());
+  const auto manifest =
+      data::make_demo_dataset(vm["mri-dir"].as<std::string>(), vm["output"].as<std::string>(), vm["cases"].as<int>());
   std::printf("%s\n", manifest.c_str());
   return 0;
 }
@@ -219,9 +220,9 @@ int cmd_data(const Args& args) {
                        kSubcommands + "\n'voxfit data SUBCOMMAND --help' lists a subcommand's options."};
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
-  throw ConfigError(args.empty() ? "voxfit data: expected a subcommand: check, prepare, bench or demo"
-                                 : "voxfit data: unknown subcommand '" + args[0] +
-                                       "' (expected check, prepare, bench or demo)");
+  throw ConfigError(args.empty()
+                        ? "voxfit data: expected a subcommand: check, prepare, bench or demo"
+                        : "voxfit data: unknown subcommand '" + args[0] + "' (expected check, prepare, bench or demo)");
 }
 
 }  // namespace voxfit::cli

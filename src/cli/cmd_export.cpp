@@ -14,11 +14,11 @@ int cmd_export(const Args& args) {
                    "parameters, channels, classes and patch. UNETR and SwinUNETR keys are named as MONAI's networks "
                    "name them (load_state_dict(..., strict=False) into MONAI's class); other networks keep voxfit's "
                    "names."};
-  spec.options.add_options()
-      ("checkpoint", po::value<std::string>()->value_name("FILE"), "a checkpoint written by voxfit train")
-      ("output", po::value<std::string>()->value_name("FILE"), "the state dict to write (its folder must exist)")
-      ("names", po::value<std::string>()->default_value("monai")->value_name("STYLE"),
-       "monai: MONAI's parameter names where the network has a MONAI counterpart; voxfit: voxfit's own");
+  spec.options.add_options()("checkpoint", po::value<std::string>()->value_name("FILE"),
+                             "a checkpoint written by voxfit train")(
+      "output", po::value<std::string>()->value_name("FILE"), "the state dict to write (its folder must exist)")(
+      "names", po::value<std::string>()->default_value("monai")->value_name("STYLE"),
+      "monai: MONAI's parameter names where the network has a MONAI counterpart; voxfit: voxfit's own");
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   for (const char* k : {"checkpoint", "output"})

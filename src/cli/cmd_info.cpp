@@ -30,8 +30,8 @@ int cmd_info(const Args& args) {
   row("cuDNN", cudnn_version());
   row("ITK", io::itk_version());
   row("HDF5", io::hdf5_version());
-  row("Boost", std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) +
-                   "." + std::to_string(BOOST_VERSION % 100));
+  row("Boost", std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) + "." +
+                   std::to_string(BOOST_VERSION % 100));
   row("threads", "intra-op " + std::to_string(at::get_num_threads()) + ", inter-op " +
                      std::to_string(at::get_num_interop_threads()) + ", hardware " +
                      std::to_string(hardware_threads()));
@@ -44,13 +44,13 @@ int cmd_info(const Args& args) {
   row("data", data_dir().string());
   std::printf("devices\n");
   const HostMemory host = host_memory();
-  row("cpu", std::to_string(hardware_threads()) + " threads, " + format_bytes(host.total_bytes) +
-                 " RAM, " + format_bytes(host.available_bytes) + " available");
+  row("cpu", std::to_string(hardware_threads()) + " threads, " + format_bytes(host.total_bytes) + " RAM, " +
+                 format_bytes(host.available_bytes) + " available");
   for (const GpuInfo& g : cuda_devices()) {
-    row("cuda:" + std::to_string(g.index),
-        g.name + ", compute " + std::to_string(g.major) + "." + std::to_string(g.minor) + ", " +
-            std::to_string(g.multiprocessors) + " SMs, " + format_bytes(g.total_bytes) + " total, " +
-            format_bytes(g.free_bytes) + " free");
+    row("cuda:" + std::to_string(g.index), g.name + ", compute " + std::to_string(g.major) + "." +
+                                               std::to_string(g.minor) + ", " + std::to_string(g.multiprocessors) +
+                                               " SMs, " + format_bytes(g.total_bytes) + " total, " +
+                                               format_bytes(g.free_bytes) + " free");
   }
   if (!cuda_available()) std::printf("  (no CUDA device: this build or machine is CPU only)\n");
   return 0;

@@ -37,10 +37,10 @@ void list_models() {
   for (const auto& e : models::registry())
     std::printf("%-22s %-18s %12s  %s\n", e.name.c_str(), models::to_string(e.task).c_str(),
                 with_commas(e.reference_parameters).c_str(), e.summary.c_str());
-  std::printf("\nParameter counts are for each model's reference setting (voxfit models --model NAME "
-              "for another setting).\n");
+  std::printf(
+      "\nParameter counts are for each model's reference setting (voxfit models --model NAME "
+      "for another setting).\n");
 }
-
 
 void describe_model(const std::string& name, const models::ModelContext& ctx, int batch) {
   const models::ModelEntry& entry = models::find_model(name);
@@ -49,15 +49,12 @@ void describe_model(const std::string& name, const models::ModelContext& ctx, in
   std::vector<int64_t> input = {batch, ctx.in_channels};
   input.insert(input.end(), ctx.patch.begin(), ctx.patch.end());
 
-  const auto row = [](const std::string& k, const std::string& v) {
-    std::printf("%-15s %s\n", k.c_str(), v.c_str());
-  };
+  const auto row = [](const std::string& k, const std::string& v) { std::printf("%-15s %s\n", k.c_str(), v.c_str()); };
   row("model", name + " (" + models::to_string(entry.task) + ")");
   row("context", "in_channels=" + std::to_string(ctx.in_channels) + " classes=" + std::to_string(ctx.num_classes) +
                      " patch=" + shape_text(ctx.patch) + " attention=" + models::to_string(ctx.attention) + " (" +
-                     models::to_string(models::resolve_attention(ctx.attention)) + " in this build)" +
-                     " checkpoint=" + models::to_string(ctx.checkpoint) +
-                     " channels_last=" + (ctx.channels_last ? "true" : "false"));
+                     models::to_string(models::resolve_attention(ctx.attention)) + " in this build)" + " checkpoint=" +
+                     models::to_string(ctx.checkpoint) + " channels_last=" + (ctx.channels_last ? "true" : "false"));
   std::string settings;
   for (const auto& p : entry.params) {
     const auto it = ctx.params.find(p.name);
@@ -112,7 +109,8 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
   input.insert(input.end(), ctx.patch.begin(), ctx.patch.end());
   const models::Network net = models::make_model(name, ctx);
   // The fused kernels run on a GPU: a prediction for a card assumes them, a CPU measurement does not.
-  const bool fused = kernels::kernel_mode() == kernels::KernelMode::kFused && (!req.measure_on || req.measure_on->is_cuda());
+  const bool fused =
+      kernels::kernel_mode() == kernels::KernelMode::kFused && (!req.measure_on || req.measure_on->is_cuda());
   const models::KernelPaths paths{fused, fused && kernels::lean_decoders()};
   const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step, paths);
   std::optional<memory::MemoryBreakdown> measured;
@@ -123,7 +121,9 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
   std::printf("\nmemory of one training step: %s, %s, input %s, %s kernels, peak predicted in %s\n",
               train::to_string(req.step.precision).c_str(), train::to_string(req.step.optimizer.kind).c_str(),
               models::shape_to_string(input).c_str(),
-              paths.lean_decoders ? "fused (GPU), lean decoders" : fused ? "fused (GPU)" : "aten",
+              paths.lean_decoders ? "fused (GPU), lean decoders"
+              : fused             ? "fused (GPU)"
+                                  : "aten",
               predicted.peak_phase.c_str());
   std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
               dtype_text(predicted.statics.parameters).c_str(), dtype_text(predicted.gradients).c_str(),
@@ -144,11 +144,10 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
 
 void add_memory_options(CommandSpec& spec) {
   po::options_description g("Memory (with --memory)");
-  g.add_options()
-      ("memory", po::bool_switch(), "print the predicted memory breakdown of one training step")
-      ("precision", po::value<std::string>()->value_name("P"), "fp32, tf32, fp16, bf16 [fp32]")
-      ("optimizer", po::value<std::string>()->value_name("NAME"), "adamw or sgd [sgd for unet3d, else adamw]")
-      ("measure", po::bool_switch(), "also run training steps and print the measured breakdown beside it");
+  g.add_options()("memory", po::bool_switch(), "print the predicted memory breakdown of one training step")(
+      "precision", po::value<std::string>()->value_name("P"), "fp32, tf32, fp16, bf16 [fp32]")(
+      "optimizer", po::value<std::string>()->value_name("NAME"), "adamw or sgd [sgd for unet3d, else adamw]")(
+      "measure", po::bool_switch(), "also run training steps and print the measured breakdown beside it");
   spec.options.add(g);
   add_device_options(spec);
 }
@@ -161,7 +160,8 @@ MemoryRequest memory_request(const po::variables_map& vm, const std::string& mod
   MemoryRequest req;
   if (vm.count("precision")) req.step.precision = train::parse_precision(vm["precision"].as<std::string>());
   req.step.optimizer = train::OptimizerOptions::defaults_for(
-      vm.count("optimizer") ? train::parse_optimizer(vm["optimizer"].as<std::string>()) : train::default_optimizer(model));
+      vm.count("optimizer") ? train::parse_optimizer(vm["optimizer"].as<std::string>())
+                            : train::default_optimizer(model));
   if (vm["measure"].as<bool>()) {
     req.measure_on = device_from(vm);
     train::check_precision_supported(req.step.precision, *req.measure_on);

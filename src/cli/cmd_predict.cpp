@@ -34,13 +34,14 @@ int cmd_predict(const Args& args) {
                    "written with its geometry as DIR/<case>.nii.gz. A folder is read case by case (or as one "
                    "DICOM series): nnU-Net's channel files CASE_0000.nii.gz, CASE_0001.nii.gz, ... are the "
                    "channels of one case CASE (written as CASE.nii.gz); every other file is a case of its own."};
-  spec.options.add_options()
-      ("checkpoint", po::value<std::string>()->value_name("FILE"), "a checkpoint written by voxfit train")
-      ("input", po::value<std::string>()->value_name("PATH"), "an image file, a DICOM series folder or a folder of images")
-      ("output", po::value<std::string>()->value_name("DIR"), "where the label maps go")
-      ("overlap", po::value<double>()->default_value(0.5)->value_name("F"), "sliding-window overlap")
-      ("window-batch", po::value<int64_t>()->default_value(2)->value_name("N"), "windows per forward")
-      ("device", po::value<std::string>()->default_value("auto")->value_name("DEV"), "auto, cpu, cuda, cuda:N");
+  spec.options.add_options()("checkpoint", po::value<std::string>()->value_name("FILE"),
+                             "a checkpoint written by voxfit train")(
+      "input", po::value<std::string>()->value_name("PATH"),
+      "an image file, a DICOM series folder or a folder of images")(
+      "output", po::value<std::string>()->value_name("DIR"), "where the label maps go")(
+      "overlap", po::value<double>()->default_value(0.5)->value_name("F"), "sliding-window overlap")(
+      "window-batch", po::value<int64_t>()->default_value(2)->value_name("N"), "windows per forward")(
+      "device", po::value<std::string>()->default_value("auto")->value_name("DEV"), "auto, cpu, cuda, cuda:N");
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
   for (const char* k : {"checkpoint", "input", "output"})
@@ -51,7 +52,8 @@ int cmd_predict(const Args& args) {
   std::vector<io::CaseFiles> cases;
   if (fs::is_directory(input) && io::list_dicom_series(input).empty()) {
     cases = io::image_folder_cases(input);
-    if (cases.empty()) throw IoError(input.string() + ": holds no image files (.nii, .nii.gz, .mha, .mhd, .nrrd, .nhdr)");
+    if (cases.empty())
+      throw IoError(input.string() + ": holds no image files (.nii, .nii.gz, .mha, .mhd, .nrrd, .nhdr)");
   } else {
     cases.push_back({fs::is_directory(input) ? input.filename().string() : case_name(input), {input}, std::nullopt});
   }
@@ -77,7 +79,8 @@ int cmd_predict(const Args& args) {
     }
     const fs::path out = out_dir / (c.id + ".nii.gz");
     io::write_volume(out, label);
-    const std::string what = channel_files(c) ? c.id + " (" + std::to_string(c.images.size()) + " channel files)" : f.string();
+    const std::string what =
+        channel_files(c) ? c.id + " (" + std::to_string(c.images.size()) + " channel files)" : f.string();
     std::printf("%s -> %s\n", what.c_str(), out.c_str());
   }
   return 0;

@@ -59,8 +59,8 @@ std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
   throw ConfigError("--shard: expected I/N with 0 <= I < N, got '" + text + "'");
 }
 
-const std::set<std::string> kDistributionOptions = {"--emit-slurm", "--parallel", "--shard", "--output", "--dataset",
-                                                    "--cache", "--merge"};
+const std::set<std::string> kDistributionOptions = {"--emit-slurm", "--parallel", "--shard", "--output",
+                                                    "--dataset",    "--cache",    "--merge"};
 
 // The command line of voxfit sweep (the grid, the probes, distribution).
 CommandSpec sweep_spec() {
@@ -73,32 +73,34 @@ CommandSpec sweep_spec() {
   add_device_options(spec);
   add_isolate_options(spec);
   po::options_description g("Sweep grid (comma-separated lists)");
-  g.add_options()
-      ("output", po::value<std::string>()->value_name("DIR"), "where results go (required)")
-      ("models", po::value<std::string>()->value_name("LIST"), "networks [the --model value]")
-      ("patches", po::value<std::string>()->value_name("LIST"), "patch sizes, cubic or DxHxW, e.g. 96,128 or 64x128x128 [the --patch value]")
-      ("precisions", po::value<std::string>()->value_name("LIST"), "fp32, tf32, fp16, bf16 [the --precision value]")
-      ("recompute-modes", po::value<std::string>()->value_name("LIST"), "none, blocks, all [the --recompute value]")
-      ("checkpointing", po::value<std::string>()->value_name("LIST"), "the old spelling of --recompute-modes (deprecated)")
-      ("budgets", po::value<std::string>()->value_name("LIST"),
-       "card ids of data/cards.csv or sizes, e.g. rtx3090,a40 or 24GiB,48GiB [--card / --vram]")
-      ("max-batch", po::value<int64_t>()->default_value(sweep::kMaxBatchCap)->value_name("B"), "never probe above this batch")
-      ("warmup-steps", po::value<int>()->default_value(2)->value_name("N"), "untimed training steps per probe")
-      ("timed-steps", po::value<int>()->default_value(3)->value_name("N"), "timed training steps per probe (>= 1)")
-      ("no-throughput-table", po::bool_switch(), "only the search's probes, no extra timing at powers of two")
-      ("report-only", po::bool_switch(),
-       "run nothing: rewrite results.csv, summary.md and the plots from DIR/results.jsonl (e.g. where gnuplot is)");
+  g.add_options()("output", po::value<std::string>()->value_name("DIR"), "where results go (required)")(
+      "models", po::value<std::string>()->value_name("LIST"), "networks [the --model value]")(
+      "patches", po::value<std::string>()->value_name("LIST"),
+      "patch sizes, cubic or DxHxW, e.g. 96,128 or 64x128x128 [the --patch value]")(
+      "precisions", po::value<std::string>()->value_name("LIST"), "fp32, tf32, fp16, bf16 [the --precision value]")(
+      "recompute-modes", po::value<std::string>()->value_name("LIST"), "none, blocks, all [the --recompute value]")(
+      "checkpointing", po::value<std::string>()->value_name("LIST"),
+      "the old spelling of --recompute-modes (deprecated)")(
+      "budgets", po::value<std::string>()->value_name("LIST"),
+      "card ids of data/cards.csv or sizes, e.g. rtx3090,a40 or 24GiB,48GiB [--card / --vram]")(
+      "max-batch", po::value<int64_t>()->default_value(sweep::kMaxBatchCap)->value_name("B"),
+      "never probe above this batch")("warmup-steps", po::value<int>()->default_value(2)->value_name("N"),
+                                      "untimed training steps per probe")(
+      "timed-steps", po::value<int>()->default_value(3)->value_name("N"), "timed training steps per probe (>= 1)")(
+      "no-throughput-table", po::bool_switch(), "only the search's probes, no extra timing at powers of two")(
+      "report-only", po::bool_switch(),
+      "run nothing: rewrite results.csv, summary.md and the plots from DIR/results.jsonl (e.g. where gnuplot is)");
   po::options_description d("Distributed sweeps");
-  d.add_options()
-      ("parallel", po::value<int>()->default_value(0)->value_name("N"),
-       "run the points on N local processes, one per GPU (cuda:0..N-1; all on the CPU with --device cpu), each "
-       "journalling into DIR/points/gpuI, then merge them into DIR")
-      ("emit-slurm", po::value<std::string>()->value_name("DIR"),
-       "prepare the dataset, then write DIR/sweep.sbatch: a Slurm job array with one point per task, each "
-       "journalling into DIR/points/TASK; run nothing. Submit with sbatch, then voxfit sweep --merge DIR")
-      ("merge", po::value<std::string>()->value_name("DIR"),
-       "join DIR/points/*/results.jsonl into DIR/results.jsonl and rewrite the reports; run nothing")
-      ("shard", po::value<std::string>()->value_name("I/N"), "run only the points whose grid index is I modulo N");
+  d.add_options()(
+      "parallel", po::value<int>()->default_value(0)->value_name("N"),
+      "run the points on N local processes, one per GPU (cuda:0..N-1; all on the CPU with --device cpu), each "
+      "journalling into DIR/points/gpuI, then merge them into DIR")(
+      "emit-slurm", po::value<std::string>()->value_name("DIR"),
+      "prepare the dataset, then write DIR/sweep.sbatch: a Slurm job array with one point per task, each "
+      "journalling into DIR/points/TASK; run nothing. Submit with sbatch, then voxfit sweep --merge DIR")(
+      "merge", po::value<std::string>()->value_name("DIR"),
+      "join DIR/points/*/results.jsonl into DIR/results.jsonl and rewrite the reports; run nothing")(
+      "shard", po::value<std::string>()->value_name("I/N"), "run only the points whose grid index is I modulo N");
   spec.options.add(d);
   spec.options.add(g);
   return spec;
@@ -131,12 +133,16 @@ sweep::SweepOptions sweep_options_from(const po::variables_map& vm) {
   std::string modes = vm.count("recompute-modes") ? vm["recompute-modes"].as<std::string>() : recompute_text(vm);
   if (vm.count("checkpointing")) {
     warn_deprecated("--checkpointing LIST", "--recompute-modes LIST");
-    if (vm.count("recompute-modes")) throw ConfigError("--recompute-modes and --checkpointing (its old spelling): give one");
+    if (vm.count("recompute-modes"))
+      throw ConfigError("--recompute-modes and --checkpointing (its old spelling): give one");
     modes = vm["checkpointing"].as<std::string>();
   }
-  for (const auto& c : split_list(modes)) o.grid.checkpointing.push_back(models::parse_checkpoint(c, "--recompute-modes"));
-  if (vm.count("budgets")) o.grid.budgets = parse_budgets(vm["budgets"].as<std::string>());
-  else o.grid.budgets = {budget_from(vm)};
+  for (const auto& c : split_list(modes))
+    o.grid.checkpointing.push_back(models::parse_checkpoint(c, "--recompute-modes"));
+  if (vm.count("budgets"))
+    o.grid.budgets = parse_budgets(vm["budgets"].as<std::string>());
+  else
+    o.grid.budgets = {budget_from(vm)};
   if (o.grid.budgets.front().kind == memory::BudgetKind::None)
     throw ConfigError("voxfit sweep: a budget is required (--budgets rtx3090,a40, --card or --vram)");
 
@@ -225,16 +231,19 @@ int cmd_sweep(const Args& args) {
     };
   if (vm.count("emit-slurm")) {
     const auto script = sweep::write_slurm_array(o.output_dir, points, point_command);
-    std::printf("%s: a Slurm job array of %zu points (one per task); submit it with sbatch, then run "
-                "voxfit sweep --merge %s\n", script.c_str(), points, fs::absolute(o.output_dir).c_str());
+    std::printf(
+        "%s: a Slurm job array of %zu points (one per task); submit it with sbatch, then run "
+        "voxfit sweep --merge %s\n",
+        script.c_str(), points, fs::absolute(o.output_dir).c_str());
     return 0;
   }
   if (const int n = vm["parallel"].as<int>(); n != 0) {
     std::printf("sweep: %zu points on %d processes\n", points, n);
     const auto entries = sweep::run_parallel(o.output_dir, n, o.probe.device.is_cuda(), point_command);
     std::ifstream summary(o.output_dir / "summary.md");
-    std::cout << "\n" << summary.rdbuf() << "\n" << entries.size() << " points merged into " << o.output_dir.string()
-              << "/\n";
+    std::cout << "\n"
+              << summary.rdbuf() << "\n"
+              << entries.size() << " points merged into " << o.output_dir.string() << "/\n";
     return 0;
   }
 

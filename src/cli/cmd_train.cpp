@@ -18,23 +18,6 @@ namespace voxfit::cli {
 
 namespace {
 
-// The loader pads cases smaller than the patch (nnU-Net and MONAI do too, e.g. 96^3 patches of
-// thin CT volumes), but a patch more than twice every case along an axis would train mostly on
-// padding there: that is refused, naming the axis and the largest case.
-void check_patch_fits_cases(const data::Plan& plan, const std::vector<int64_t>& patch) {
-  if (patch.size() != 3 || plan.cases.empty()) return;
-  static const char* kAxes[] = {"depth", "height", "width"};
-  for (int a = 0; a < 3; ++a) {
-    int64_t largest = 0;
-    for (const auto& c : plan.cases) largest = std::max(largest, c.shape[a]);
-    if (patch[a] > 2 * largest)
-      throw ConfigError("--patch " + std::to_string(patch[0]) + "x" + std::to_string(patch[1]) + "x" +
-                        std::to_string(patch[2]) + ": more than twice every case of " + plan.cache_dir.string() +
-                        " in " + kAxes[a] + " (largest " + std::to_string(largest) +
-                        " voxels after preprocessing): patches would be mostly padding");
-  }
-}
-
 // The command line a spawned rank runs: this one without --nproc.
 std::vector<std::string> rank_command(const Args& args) {
   std::vector<std::string> out{"voxfit", "train"};
@@ -54,30 +37,29 @@ int cmd_train(const Args& args) {
   add_isolate_options(spec);
   spec.hidden.add_options()("probe-data-parallel", po::bool_switch());
   po::options_description r("Run");
-  r.add_options()
-      ("output", po::value<std::string>()->value_name("RUN_DIR"), "the run folder (required)")
-      ("batch", po::value<std::string>()->default_value("2")->value_name("B|max"),
-       "patches per step, or max: the largest that trains under --vram/--card (found by a search first)")
-      ("steps", po::value<int64_t>()->default_value(250)->value_name("N"), "optimiser steps")
-      ("validate-every", po::value<int64_t>()->default_value(0)->value_name("N"),
-       "steps between sliding-window validations (0: at the end only)")
-      ("overlap", po::value<double>()->default_value(0.5)->value_name("F"), "sliding-window overlap")
-      ("window-batch", po::value<int64_t>()->default_value(2)->value_name("N"), "windows per forward in validation")
-      ("checkpoint-every", po::value<int64_t>()->default_value(0)->value_name("N"),
-       "steps between checkpoints (0: at validations and the end)")
-      ("log-every", po::value<int64_t>()->default_value(10)->value_name("N"),
-       "steps between host syncs; each logs its steps (1: exact per-step timing)")
-      ("stop-after", po::value<int64_t>()->default_value(0)->value_name("N"),
-       "stop after step N with a checkpoint, to be continued with --resume")
-      ("resume", po::bool_switch(), "continue RUN_DIR/last.pt")
-      ("cuda-graph", po::value<std::string>()->default_value("on")->value_name("on|off"),
-       "on a CUDA GPU, replay the whole training step (forward, backward, loss scaling, AdamW) as one "
-       "CUDA graph after 3 eager steps (fused AdamW on LibTorch >= 2.2, one process; CPU, SGD and "
-       "data-parallel runs stay eager)")
-      ("nproc", po::value<int>()->default_value(0)->value_name("N"),
-       "data-parallel training on N local processes, one per GPU (cuda:0..N-1; Gloo on --device cpu); "
-       "--batch is per process. Under torchrun or srun, leave it out: RANK/WORLD_SIZE or SLURM_PROCID/"
-       "SLURM_NTASKS are read");
+  r.add_options()("output", po::value<std::string>()->value_name("RUN_DIR"), "the run folder (required)")(
+      "batch", po::value<std::string>()->default_value("2")->value_name("B|max"),
+      "patches per step, or max: the largest that trains under --vram/--card (found by a search first)")(
+      "steps", po::value<int64_t>()->default_value(250)->value_name("N"), "optimiser steps")(
+      "validate-every", po::value<int64_t>()->default_value(0)->value_name("N"),
+      "steps between sliding-window validations (0: at the end only)")(
+      "overlap", po::value<double>()->default_value(0.5)->value_name("F"), "sliding-window overlap")(
+      "window-batch", po::value<int64_t>()->default_value(2)->value_name("N"), "windows per forward in validation")(
+      "checkpoint-every", po::value<int64_t>()->default_value(0)->value_name("N"),
+      "steps between checkpoints (0: at validations and the end)")(
+      "log-every", po::value<int64_t>()->default_value(10)->value_name("N"),
+      "steps between host syncs; each logs its steps (1: exact per-step timing)")(
+      "stop-after", po::value<int64_t>()->default_value(0)->value_name("N"),
+      "stop after step N with a checkpoint, to be continued with --resume")("resume", po::bool_switch(),
+                                                                            "continue RUN_DIR/last.pt")(
+      "cuda-graph", po::value<std::string>()->default_value("on")->value_name("on|off"),
+      "on a CUDA GPU, replay the whole training step (forward, backward, loss scaling, AdamW) as one "
+      "CUDA graph after 3 eager steps (fused AdamW on LibTorch >= 2.2, one process; CPU, SGD and "
+      "data-parallel runs stay eager)")(
+      "nproc", po::value<int>()->default_value(0)->value_name("N"),
+      "data-parallel training on N local processes, one per GPU (cuda:0..N-1; Gloo on --device cpu); "
+      "--batch is per process. Under torchrun or srun, leave it out: RANK/WORLD_SIZE or SLURM_PROCID/"
+      "SLURM_NTASKS are read");
   spec.options.add(r);
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
@@ -116,7 +98,7 @@ int cmd_train(const Args& args) {
   if (comm && comm->rank() != 0) comm->barrier();
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
   if (comm && comm->rank() == 0) comm->barrier();
-  check_patch_fits_cases(data::load_plan(o.cache_dir), o.model_context.patch);
+  data::check_patch_fits(data::load_plan(o.cache_dir), o.model_context.patch);
   // An isolated probe's own process: one probe of the search, its answer to --probe-output.
   if (run_isolated_probe(vm, [&](std::int64_t b) {
         const auto s = sweep::run_search(o, vm["probe-data-parallel"].as<bool>());
@@ -144,23 +126,21 @@ int cmd_train(const Args& args) {
                 e["seconds"].get<double>(), isolated ? ", each probe in its own process" : "");
     if (comm) o.batch = static_cast<int64_t>(-comm->max(-static_cast<double>(o.batch)));  // the smallest card's
   } else {
-    try {
-      o.batch = std::stoll(batch);
-    } catch (const std::exception&) {
-      o.batch = 0;
-    }
+    o.batch = to_integer(batch).value_or(0);
     if (o.batch < 1 || std::to_string(o.batch) != batch)
       throw ConfigError("--batch: expected a positive integer or max, got '" + batch + "'");
   }
 
   const auto s = train::train_model(o, comm.get());
   if (comm && comm->rank() != 0) return 0;
-  if (s.world_size > 1) std::printf("data parallel: %lld ranks x batch %lld\n", static_cast<long long>(s.world_size),
-                                    static_cast<long long>(o.batch));
-  std::printf("trained %lld steps: loss %.4f, best validation Dice %.4f, median %.2f samples/s, "
-              "loader wait %.1f%%, peak %s allocated / %s reserved\n",
-              static_cast<long long>(s.steps_done), s.final_loss, s.best_dice, s.median_samples_per_s,
-              100.0 * s.data_wait_share, format_bytes(s.peak_allocated).c_str(), format_bytes(s.peak_reserved).c_str());
+  if (s.world_size > 1)
+    std::printf("data parallel: %lld ranks x batch %lld\n", static_cast<long long>(s.world_size),
+                static_cast<long long>(o.batch));
+  std::printf(
+      "trained %lld steps: loss %.4f, best validation Dice %.4f, median %.2f samples/s, "
+      "loader wait %.1f%%, peak %s allocated / %s reserved\n",
+      static_cast<long long>(s.steps_done), s.final_loss, s.best_dice, s.median_samples_per_s,
+      100.0 * s.data_wait_share, format_bytes(s.peak_allocated).c_str(), format_bytes(s.peak_reserved).c_str());
   return 0;
 }
 

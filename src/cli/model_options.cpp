@@ -40,21 +40,20 @@ int positive(const po::variables_map& vm, const std::string& key) {
 
 void add_model_options(CommandSpec& spec) {
   po::options_description group("Model");
-  group.add_options()
-      ("model", po::value<std::string>()->value_name("NAME"), "network name (voxfit models lists them)")
-      ("in-channels", po::value<int>()->value_name("N"),
-       "input channels [model default: 1 for the 3D nets, 3 for the 2D ones]")
-      ("classes", po::value<int>()->value_name("N"),
-       "output classes [model default: 14 for the 3D nets, 1000 for the 2D ones]")
-      ("patch", po::value<std::string>()->value_name("SIZE"),
-       "input size: one value for every axis or one per axis, D,H,W (64,96,96) [model default: 96 3D, 224 2D]")
-      ("attention", po::value<std::string>()->default_value("auto")->value_name("MODE"),
-       "attention kernel: auto (sdpa where LibTorch 2.x has it), math or sdpa")
-      ("recompute", po::value<std::string>()->default_value("none")->value_name("MODE"),
-       "activation recomputation (gradient checkpointing): none, blocks (transformer blocks, UNet "
-       "encoder stages, ResNet bottlenecks) or all (every block, the decoders too)")
-      ("checkpoint", po::value<std::string>()->value_name("MODE"), "the old spelling of --recompute (deprecated)")
-      ("channels-last", po::bool_switch(), "channels-last memory format (ChannelsLast3d for 3D nets)");
+  group.add_options()("model", po::value<std::string>()->value_name("NAME"), "network name (voxfit models lists them)")(
+      "in-channels", po::value<int>()->value_name("N"),
+      "input channels [model default: 1 for the 3D nets, 3 for the 2D ones]")(
+      "classes", po::value<int>()->value_name("N"),
+      "output classes [model default: 14 for the 3D nets, 1000 for the 2D ones]")(
+      "patch", po::value<std::string>()->value_name("SIZE"),
+      "input size: one value for every axis or one per axis, D,H,W (64,96,96) [model default: 96 3D, 224 2D]")(
+      "attention", po::value<std::string>()->default_value("auto")->value_name("MODE"),
+      "attention kernel: auto (sdpa where LibTorch 2.x has it), math or sdpa")(
+      "recompute", po::value<std::string>()->default_value("none")->value_name("MODE"),
+      "activation recomputation (gradient checkpointing): none, blocks (transformer blocks, UNet "
+      "encoder stages, ResNet bottlenecks) or all (every block, the decoders too)")(
+      "checkpoint", po::value<std::string>()->value_name("MODE"), "the old spelling of --recompute (deprecated)")(
+      "channels-last", po::bool_switch(), "channels-last memory format (ChannelsLast3d for 3D nets)");
   for (const auto& [name, help] : parameter_help())
     group.add_options()(dashed(name).c_str(), po::value<std::string>()->value_name("VALUE"), help.c_str());
   spec.options.add(group);
@@ -85,15 +84,15 @@ std::string recompute_text(const po::variables_map& vm) {
   return old;
 }
 
-models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model,
-                                        bool only_own_params) {
+models::ModelContext model_context_from(const po::variables_map& vm, const std::string& model, bool only_own_params) {
   const models::ModelEntry& entry = models::find_model(model);
   models::ModelContext ctx = entry.defaults;
   if (vm.count("in-channels")) ctx.in_channels = positive(vm, "in-channels");
   if (vm.count("classes")) ctx.num_classes = positive(vm, "classes");
   if (vm.count("patch")) ctx.patch = parse_patch(vm["patch"].as<std::string>(), entry.defaults.patch.size());
   if (vm.count("attention")) ctx.attention = models::parse_attention(vm["attention"].as<std::string>());
-  ctx.checkpoint = models::parse_checkpoint(recompute_text(vm), "--recompute");
+  ctx.checkpoint =
+      models::parse_checkpoint(recompute_text(vm), vm.count("checkpoint") ? "--checkpoint" : "--recompute");
   if (vm.count("channels-last")) ctx.channels_last = vm["channels-last"].as<bool>();
   for (const auto& [name, help] : parameter_help()) {
     const std::string key = dashed(name);

@@ -19,16 +19,15 @@ fs::path card_table_path() { return data_dir() / "cards.csv"; }
 
 void add_device_options(CommandSpec& spec) {
   po::options_description g("Device and memory budget");
-  g.add_options()
-      ("device", po::value<std::string>()->default_value("auto")->value_name("DEV"),
-       "auto (cuda:0 when a GPU is visible, else cpu), cpu, cuda, cuda:N")
-      ("vram", po::value<std::string>()->value_name("SIZE"),
-       "train as on a card with this much CUDA-visible memory (24GiB, 48GB); on CPU: a RAM cap")
-      ("card", po::value<std::string>()->value_name("ID"),
-       "train as on this card of data/cards.csv (rtx3090, a40, ...): its CUDA-visible memory")
-      ("memory-snapshot", po::value<std::string>()->value_name("FILE"),
-       "CUDA, LibTorch >= 2.1: write the allocator history as a pickle for pytorch.org/memory_viz "
-       "(at the end of the run, or at the step that ran out of memory)");
+  g.add_options()("device", po::value<std::string>()->default_value("auto")->value_name("DEV"),
+                  "auto (cuda:0 when a GPU is visible, else cpu), cpu, cuda, cuda:N")(
+      "vram", po::value<std::string>()->value_name("SIZE"),
+      "train as on a card with this much CUDA-visible memory (24GiB, 48GB); on CPU: a RAM cap")(
+      "card", po::value<std::string>()->value_name("ID"),
+      "train as on this card of data/cards.csv (rtx3090, a40, ...): its CUDA-visible memory")(
+      "memory-snapshot", po::value<std::string>()->value_name("FILE"),
+      "CUDA, LibTorch >= 2.1: write the allocator history as a pickle for pytorch.org/memory_viz "
+      "(at the end of the run, or at the step that ran out of memory)");
   spec.options.add(g);
 }
 
@@ -36,8 +35,10 @@ torch::Device parse_device(const std::string& text, const std::string& what) {
   if (text == "auto") return cuda_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   if (text == "cpu") return torch::kCPU;
   std::string index = text;
-  if (text == "cuda") index = "0";
-  else if (text.rfind("cuda:", 0) == 0) index = text.substr(5);
+  if (text == "cuda")
+    index = "0";
+  else if (text.rfind("cuda:", 0) == 0)
+    index = text.substr(5);
   if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos)
     throw ConfigError(what + ": '" + text + "' is not auto, cpu, cuda, cuda:N or N");
   const int i = std::stoi(index);
@@ -58,32 +59,32 @@ memory::BudgetSpec budget_from(const po::variables_map& vm) {
 
 void add_training_options(CommandSpec& spec) {
   po::options_description d("Data");
-  d.add_options()
-      ("dataset", po::value<std::string>()->value_name("PATH"),
-       "dataset.json, a dataset folder (MSD, nnU-Net v2, image/label pairs, HDF5 cases) or a prepared cache")
-      ("cache", po::value<std::string>()->value_name("DIR"), "where to prepare the dataset (reused when up to date)")
-      ("loader-threads", po::value<int>()->default_value(4)->value_name("N"), "patch loader worker threads")
-      ("oversample", po::value<double>()->default_value(0.33)->value_name("P"),
-       "share of patches centred on a foreground voxel")
-      ("no-augment", po::bool_switch(), "no augmentation (flips, intensity, rotation/scaling)")
-      ("validation-fraction", po::value<double>()->default_value(0.2)->value_name("F"),
-       "cases held out for validation when the dataset declares no split and --fold is not given")
-      ("fold", po::value<int>()->value_name("K"),
-       "0-4: train on fold K. The split, first found: a \"validation\" list in dataset.json (MONAI's "
-       "datalist; one fold), nnU-Net's splits_final.json beside dataset.json or in the dataset folder "
-       "(copy it from nnUNet_preprocessed/DatasetXXX/), voxfit's own 5 folds of the cases (with --fold), "
-       "a random --validation-fraction split. The run writes splits.json and records the source and "
-       "fold in config.json");
+  d.add_options()(
+      "dataset", po::value<std::string>()->value_name("PATH"),
+      "dataset.json, a dataset folder (MSD, nnU-Net v2, image/label pairs, HDF5 cases) or a prepared cache")(
+      "cache", po::value<std::string>()->value_name("DIR"), "where to prepare the dataset (reused when up to date)")(
+      "loader-threads", po::value<int>()->default_value(4)->value_name("N"), "patch loader worker threads")(
+      "oversample", po::value<double>()->default_value(0.33)->value_name("P"),
+      "share of patches centred on a foreground voxel")("no-augment", po::bool_switch(),
+                                                        "no augmentation (flips, intensity, rotation/scaling)")(
+      "validation-fraction", po::value<double>()->default_value(0.2)->value_name("F"),
+      "cases held out for validation when the dataset declares no split and --fold is not given")(
+      "fold", po::value<int>()->value_name("K"),
+      "0-4: train on fold K. The split, first found: a \"validation\" list in dataset.json (MONAI's "
+      "datalist; one fold), nnU-Net's splits_final.json beside dataset.json or in the dataset folder "
+      "(copy it from nnUNet_preprocessed/DatasetXXX/), voxfit's own 5 folds of the cases (with --fold), "
+      "a random --validation-fraction split. The run writes splits.json and records the source and "
+      "fold in config.json");
   po::options_description t("Training");
-  t.add_options()
-      ("precision", po::value<std::string>()->default_value("fp32")->value_name("P"), "fp32, tf32, fp16 (CUDA), bf16")
-      ("optimizer", po::value<std::string>()->value_name("NAME"), "adamw or sgd [sgd for unet3d, else adamw]")
-      ("lr", po::value<double>()->value_name("LR"), "peak learning rate [adamw 1e-4, sgd 1e-2]")
-      ("weight-decay", po::value<double>()->value_name("W"), "[adamw 1e-5, sgd 3e-5]")
-      ("clip", po::value<double>()->value_name("NORM"), "gradient norm clipping, 0 = off [sgd 12, adamw 0]")
-      ("schedule", po::value<std::string>()->default_value("poly")->value_name("S"), "poly, cosine or constant")
-      ("warmup", po::value<int64_t>()->default_value(0)->value_name("STEPS"), "cosine warm-up steps")
-      ("seed", po::value<uint64_t>()->default_value(0)->value_name("N"), "seeds weights, data and augmentation");
+  t.add_options()("precision", po::value<std::string>()->default_value("fp32")->value_name("P"),
+                  "fp32, tf32, fp16 (CUDA), bf16")("optimizer", po::value<std::string>()->value_name("NAME"),
+                                                   "adamw or sgd [sgd for unet3d, else adamw]")(
+      "lr", po::value<double>()->value_name("LR"), "peak learning rate [adamw 1e-4, sgd 1e-2]")(
+      "weight-decay", po::value<double>()->value_name("W"), "[adamw 1e-5, sgd 3e-5]")(
+      "clip", po::value<double>()->value_name("NORM"), "gradient norm clipping, 0 = off [sgd 12, adamw 0]")(
+      "schedule", po::value<std::string>()->default_value("poly")->value_name("S"), "poly, cosine or constant")(
+      "warmup", po::value<int64_t>()->default_value(0)->value_name("STEPS"), "cosine warm-up steps")(
+      "seed", po::value<uint64_t>()->default_value(0)->value_name("N"), "seeds weights, data and augmentation");
   spec.options.add(d).add(t);
 }
 

@@ -34,8 +34,7 @@ int open_fd(const fs::path& path, int flags, unsigned mode = 0) {
 fs::path make_temp_name(const fs::path& path) {
   static std::atomic<unsigned> counter{0};
   return path.parent_path() /
-         ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()) + "_" +
-          std::to_string(counter++));
+         ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
 }
 
 void fsync_path(const fs::path& path) {

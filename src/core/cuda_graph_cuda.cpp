@@ -39,8 +39,8 @@ class GraphStep final : public CapturedStep {
 
 }  // namespace
 
-std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index,
-                                           int warmup_runs, bool release_cached, bool other_threads_free) {
+std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index, int warmup_runs,
+                                           bool release_cached, bool other_threads_free) {
   return std::make_unique<GraphStep>(step, device_index, warmup_runs, release_cached, other_threads_free);
 }
 

@@ -23,8 +23,8 @@ std::string GnuplotScript::output(const fs::path& png) {
 
 std::string GnuplotScript::run(const fs::path& script_file, const std::string& body) {
   if (!gnuplot_available()) return "gnuplot is not installed";
-  write_file_atomic(script_file, "set terminal pngcairo size " + std::to_string(width_) + "," + std::to_string(height_) +
-                                     " noenhanced\n" + body);
+  write_file_atomic(script_file, "set terminal pngcairo size " + std::to_string(width_) + "," +
+                                     std::to_string(height_) + " noenhanced\n" + body);
   const std::string cmd = "gnuplot " + gnuplot_quoted(script_file.string()) + " >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) return "gnuplot failed on " + script_file.filename().string();
   for (auto& out : outputs_) out->commit();

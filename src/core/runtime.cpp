@@ -58,8 +58,7 @@ std::vector<GpuInfo> cuda_devices() {
 std::string cuda_runtime_version() {
 #if defined(VOXFIT_WITH_CUDA)
   int v = 0;
-  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
-    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess) return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 #endif
   return "none";
 }

@@ -4,20 +4,28 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "voxfit/core/error.h"
 
 namespace voxfit {
 
 std::uint64_t parse_bytes(const std::string& text, const std::string& what) {
-  static const std::map<std::string, double> kUnits = {
-      {"", 1.0},           {"b", 1.0},
-      {"k", 1024.0},       {"kib", 1024.0},     {"kb", 1e3},
-      {"m", 1024.0 * 1024}, {"mib", 1024.0 * 1024}, {"mb", 1e6},
-      {"g", double(kGiB)}, {"gib", double(kGiB)}, {"gb", 1e9},
-      {"t", double(kGiB) * 1024}, {"tib", double(kGiB) * 1024}, {"tb", 1e12}};
+  static const std::map<std::string, double> kUnits = {{"", 1.0},
+                                                       {"b", 1.0},
+                                                       {"k", 1024.0},
+                                                       {"kib", 1024.0},
+                                                       {"kb", 1e3},
+                                                       {"m", 1024.0 * 1024},
+                                                       {"mib", 1024.0 * 1024},
+                                                       {"mb", 1e6},
+                                                       {"g", double(kGiB)},
+                                                       {"gib", double(kGiB)},
+                                                       {"gb", 1e9},
+                                                       {"t", double(kGiB) * 1024},
+                                                       {"tib", double(kGiB) * 1024},
+                                                       {"tb", 1e12}};
   std::size_t pos = 0;
   double value = 0;
   try {
@@ -33,8 +41,7 @@ std::uint64_t parse_bytes(const std::string& text, const std::string& what) {
   auto it = kUnits.find(unit);
   if (it == kUnits.end())
     throw ConfigError(what + ": unknown unit in '" + text + "' (expected B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)");
-  if (!std::isfinite(value) || value <= 0)
-    throw ConfigError(what + ": '" + text + "' must be a positive size");
+  if (!std::isfinite(value) || value <= 0) throw ConfigError(what + ": '" + text + "' must be a positive size");
   const double bytes = value * it->second;
   if (bytes > 1.8e19) throw ConfigError(what + ": '" + text + "' is too large");
   return static_cast<std::uint64_t>(std::llround(bytes));
@@ -79,9 +86,12 @@ std::string format_duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e9) return "?";
   const auto s = static_cast<long long>(std::llround(seconds));
   char b[32];
-  if (s < 60) std::snprintf(b, sizeof b, "%llds", s);
-  else if (s < 3600) std::snprintf(b, sizeof b, "%lldm%02llds", s / 60, s % 60);
-  else std::snprintf(b, sizeof b, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  if (s < 60)
+    std::snprintf(b, sizeof b, "%llds", s);
+  else if (s < 3600)
+    std::snprintf(b, sizeof b, "%lldm%02llds", s / 60, s % 60);
+  else
+    std::snprintf(b, sizeof b, "%lldh%02lldm", s / 3600, s / 60 % 60);
   return b;
 }
 

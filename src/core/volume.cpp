@@ -17,10 +17,10 @@ struct PixelTypeName {
 };
 
 const PixelTypeName kPixelTypes[] = {
-    {PixelType::UInt8, "uint8", torch::kUInt8},    {PixelType::Int8, "int8", torch::kInt8},
-    {PixelType::UInt16, "uint16", torch::kInt32},  {PixelType::Int16, "int16", torch::kInt16},
-    {PixelType::UInt32, "uint32", torch::kInt64},  {PixelType::Int32, "int32", torch::kInt32},
-    {PixelType::UInt64, "uint64", torch::kInt64},  {PixelType::Int64, "int64", torch::kInt64},
+    {PixelType::UInt8, "uint8", torch::kUInt8},       {PixelType::Int8, "int8", torch::kInt8},
+    {PixelType::UInt16, "uint16", torch::kInt32},     {PixelType::Int16, "int16", torch::kInt16},
+    {PixelType::UInt32, "uint32", torch::kInt64},     {PixelType::Int32, "int32", torch::kInt32},
+    {PixelType::UInt64, "uint64", torch::kInt64},     {PixelType::Int64, "int64", torch::kInt64},
     {PixelType::Float32, "float32", torch::kFloat32}, {PixelType::Float64, "float64", torch::kFloat64},
 };
 
@@ -69,13 +69,10 @@ std::string format_triple(const std::array<double, 3>& v) {
   return "(" + format_number(v[0]) + ", " + format_number(v[1]) + ", " + format_number(v[2]) + ")";
 }
 
-std::string format_size(const std::array<std::int64_t, 3>& v) {
-  return shape_text(v);
-}
+std::string format_size(const std::array<std::int64_t, 3>& v) { return shape_text(v); }
 
 std::string grid_difference(const std::array<std::int64_t, 3>& size_a, const Geometry& a,
-                            const std::array<std::int64_t, 3>& size_b, const Geometry& b,
-                            const GridTolerance& tol) {
+                            const std::array<std::int64_t, 3>& size_b, const Geometry& b, const GridTolerance& tol) {
   if (size_a != size_b) return "size " + format_size(size_a) + " vs " + format_size(size_b);
   for (int i = 0; i < 3; ++i) {
     const double scale = std::max(std::abs(a.spacing[i]), std::abs(b.spacing[i]));
@@ -98,20 +95,18 @@ std::string grid_difference(const std::array<std::int64_t, 3>& size_a, const Geo
 }
 
 bool same_voxel_centres(const std::array<std::int64_t, 3>& size_a, const Geometry& a,
-                        const std::array<std::int64_t, 3>& size_b, const Geometry& b,
-                        const GridTolerance& tol) {
+                        const std::array<std::int64_t, 3>& size_b, const Geometry& b, const GridTolerance& tol) {
   // m maps a's index steps to physical offsets; its inverse takes b's steps into a's index space.
   double m[9];
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 3; ++c) m[r * 3 + c] = a.direction[r * 3 + c] * a.spacing[c];
-  const double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
-                     m[2] * (m[3] * m[7] - m[4] * m[6]);
+  const double det =
+      m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) + m[2] * (m[3] * m[7] - m[4] * m[6]);
   if (std::abs(det) < 1e-12) return false;
-  const double inv[9] = {(m[4] * m[8] - m[5] * m[7]) / det, (m[2] * m[7] - m[1] * m[8]) / det,
-                         (m[1] * m[5] - m[2] * m[4]) / det, (m[5] * m[6] - m[3] * m[8]) / det,
-                         (m[0] * m[8] - m[2] * m[6]) / det, (m[2] * m[3] - m[0] * m[5]) / det,
-                         (m[3] * m[7] - m[4] * m[6]) / det, (m[1] * m[6] - m[0] * m[7]) / det,
-                         (m[0] * m[4] - m[1] * m[3]) / det};
+  const double inv[9] = {
+      (m[4] * m[8] - m[5] * m[7]) / det, (m[2] * m[7] - m[1] * m[8]) / det, (m[1] * m[5] - m[2] * m[4]) / det,
+      (m[5] * m[6] - m[3] * m[8]) / det, (m[0] * m[8] - m[2] * m[6]) / det, (m[2] * m[3] - m[0] * m[5]) / det,
+      (m[3] * m[7] - m[4] * m[6]) / det, (m[1] * m[6] - m[0] * m[7]) / det, (m[0] * m[4] - m[1] * m[3]) / det};
   const auto to_a = [&](const std::array<double, 3>& offset) {
     std::array<double, 3> out{};
     for (int r = 0; r < 3; ++r)
@@ -119,11 +114,13 @@ bool same_voxel_centres(const std::array<std::int64_t, 3>& size_a, const Geometr
     return out;
   };
   const double eps = 1e-3;
-  const std::array<double, 3> start = to_a({b.origin[0] - a.origin[0], b.origin[1] - a.origin[1], b.origin[2] - a.origin[2]});
+  const std::array<double, 3> start =
+      to_a({b.origin[0] - a.origin[0], b.origin[1] - a.origin[1], b.origin[2] - a.origin[2]});
   std::array<bool, 3> used{false, false, false};
   for (int j = 0; j < 3; ++j) {
-    const std::array<double, 3> step = to_a({b.direction[0 * 3 + j] * b.spacing[j], b.direction[1 * 3 + j] * b.spacing[j],
-                                            b.direction[2 * 3 + j] * b.spacing[j]});
+    const std::array<double, 3> step =
+        to_a({b.direction[0 * 3 + j] * b.spacing[j], b.direction[1 * 3 + j] * b.spacing[j],
+              b.direction[2 * 3 + j] * b.spacing[j]});
     int axis = -1;
     for (int k = 0; k < 3; ++k) {
       if (std::abs(std::abs(step[k]) - 1.0) < tol.spacing_rel * 10 + eps) {
@@ -146,8 +143,7 @@ std::string grid_difference(const Volume& a, const Volume& b, const GridToleranc
   return grid_difference(a.size(), a.geometry, b.size(), b.geometry, tol);
 }
 
-Volume crop(const Volume& v, const std::array<std::int64_t, 3>& begin,
-            const std::array<std::int64_t, 3>& size) {
+Volume crop(const Volume& v, const std::array<std::int64_t, 3>& begin, const std::array<std::int64_t, 3>& size) {
   const auto full = v.size();
   for (int i = 0; i < 3; ++i)
     if (begin[i] < 0 || size[i] <= 0 || begin[i] + size[i] > full[i])

@@ -9,6 +9,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 #include "voxfit/core/runtime.h"
 
 namespace voxfit::data {
@@ -246,6 +247,19 @@ RunSplit run_split(const Plan& plan, double validation_fraction, std::uint64_t s
 
 void write_splits_json(const fs::path& file, const std::vector<Split>& folds) {
   write_file_atomic(file, folds_json(folds).dump(2) + "\n");
+}
+
+void check_patch_fits(const Plan& plan, const std::vector<std::int64_t>& patch) {
+  if (patch.size() != 3 || plan.cases.empty()) return;
+  static const char* kAxes[] = {"depth", "height", "width"};
+  for (int a = 0; a < 3; ++a) {
+    std::int64_t largest = 0;
+    for (const auto& c : plan.cases) largest = std::max(largest, c.shape[a]);
+    if (patch[a] > 2 * largest)
+      throw ConfigError("--patch " + shape_text(patch) + ": more than twice every case of " + plan.cache_dir.string() +
+                        " in " + kAxes[a] + " (largest " + std::to_string(largest) +
+                        " voxels after preprocessing): patches would be mostly padding");
+  }
 }
 
 }  // namespace voxfit::data

@@ -48,7 +48,8 @@ void stamp_file(std::ostringstream& out, const fs::path& p) {
 void stamp_input(std::ostringstream& out, const fs::path& spec) {
   const std::string s = spec.string();
   const auto hash = s.rfind('#');
-  const fs::path p = hash != std::string::npos && fs::is_directory(s.substr(0, hash)) ? fs::path(s.substr(0, hash)) : spec;
+  const fs::path p =
+      hash != std::string::npos && fs::is_directory(s.substr(0, hash)) ? fs::path(s.substr(0, hash)) : spec;
   if (fs::is_directory(p)) {
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(p))
@@ -77,9 +78,9 @@ std::string settings_text(const PrepareOptions& o) {
     out << (*o.spacing)[0] << ',' << (*o.spacing)[1] << ',' << (*o.spacing)[2];
   else
     out << "median";
-  out << " norm=" << (o.normalisation ? to_string(*o.normalisation) : std::string("auto")) << " fg=" << o.foreground_samples_per_class
-      << " isamples=" << o.intensity_samples_per_case << " chunk=" << o.chunk << " gzip=" << o.gzip_level
-      << " seed=" << o.seed << '\n';
+  out << " norm=" << (o.normalisation ? to_string(*o.normalisation) : std::string("auto"))
+      << " fg=" << o.foreground_samples_per_class << " isamples=" << o.intensity_samples_per_case
+      << " chunk=" << o.chunk << " gzip=" << o.gzip_level << " seed=" << o.seed << '\n';
   return out.str();
 }
 
@@ -154,9 +155,10 @@ struct Resampled {
 };
 
 // Crop, normalise, resample: the steps shared by training cases and new images.
-Resampled preprocess_volumes(const Plan& plan, const Channels& channels, const Volume* class_map,
-                             Size3* crop_begin, Size3* crop_size) {
-  auto [begin, size] = plan.crop_to_nonzero ? nonzero_box(channels) : std::pair<Size3, Size3>{{0, 0, 0}, channels[0].size()};
+Resampled preprocess_volumes(const Plan& plan, const Channels& channels, const Volume* class_map, Size3* crop_begin,
+                             Size3* crop_size) {
+  auto [begin, size] =
+      plan.crop_to_nonzero ? nonzero_box(channels) : std::pair<Size3, Size3>{{0, 0, 0}, channels[0].size()};
   if (crop_begin) *crop_begin = begin;
   if (crop_size) *crop_size = size;
   Resampled out;
@@ -213,14 +215,14 @@ Volume to_class_map(const Plan& plan, const Volume& label, const std::string& wh
 
 // Up to `per_class` (z, y, x) voxels of each foreground class, uniformly sampled; CSR offsets.
 std::pair<torch::Tensor, std::vector<std::int64_t>> foreground_locations(const torch::Tensor& classes, int k,
-                                                                       std::int64_t per_class,
-                                                                       at::Generator gen) {
+                                                                         std::int64_t per_class, at::Generator gen) {
   std::vector<torch::Tensor> parts;
   std::vector<std::int64_t> offsets{0, 0};
   for (int c = 1; c < k; ++c) {
     torch::Tensor loc = torch::nonzero(classes == c);
     if (loc.size(0) > per_class) {
-      const torch::Tensor pick = std::get<0>(torch::randperm(loc.size(0), gen, torch::kLong).slice(0, 0, per_class).sort());
+      const torch::Tensor pick =
+          std::get<0>(torch::randperm(loc.size(0), gen, torch::kLong).slice(0, 0, per_class).sort());
       loc = loc.index_select(0, pick);
     }
     parts.push_back(loc.to(torch::kInt32));
@@ -246,8 +248,8 @@ void write_case(const Plan& plan, const PlanCase& pc, const Resampled& r, const 
   const torch::Tensor label = r.label.data.to(k > 255 ? torch::kInt16 : torch::kUInt8);
   w.write("label", label, {{ch, ch, ch}, o.gzip_level});
   w.set_geometry("label", r.geometry);
-  auto [loc, offsets] = foreground_locations(r.label.data, k, plan.foreground_samples_per_class,
-                                             generator(o.seed, "fg " + pc.id));
+  auto [loc, offsets] =
+      foreground_locations(r.label.data, k, plan.foreground_samples_per_class, generator(o.seed, "fg " + pc.id));
   w.write("fg_locations", loc);
   w.write("fg_offsets", torch::tensor(offsets, torch::kInt64));
   w.set_attribute("/", "case_id", pc.id);
@@ -297,7 +299,9 @@ DatasetFingerprint fingerprint_dataset(const io::Dataset& dataset, const Prepare
           files.push_back(file);
         }
       }
-      if (!c.label) throw DataError((c.images.empty() ? c.id : c.images.front().string()) + ": case '" + c.id + "' has no label; expected a label map");
+      if (!c.label)
+        throw DataError((c.images.empty() ? c.id : c.images.front().string()) + ": case '" + c.id +
+                        "' has no label; expected a label map");
       label = io::read_case_label(dataset, *c.label);
     } catch (const Error& e) {
       problems.push_back({fs::path(), e.what()});
@@ -348,11 +352,13 @@ nlohmann::json to_json(const DatasetFingerprint& f) {
     cases.push_back({{"id", f.case_ids[i]}, {"spacing_xyz_mm", f.spacings[i]}});
   nlohmann::json ct = nlohmann::json::array();
   for (const auto& c : f.ct)
-    ct.push_back(c ? nlohmann::json{{"percentile_00_5", c->lower}, {"percentile_99_5", c->upper}, {"mean", c->mean},
+    ct.push_back(c ? nlohmann::json{{"percentile_00_5", c->lower},
+                                    {"percentile_99_5", c->upper},
+                                    {"mean", c->mean},
                                     {"std", c->std}}
                    : nlohmann::json());
-  return {{"channels", f.channels}, {"cases", cases}, {"label_values", f.label_values},
-          {"foreground_intensity_ct", ct}};
+  return {
+      {"channels", f.channels}, {"cases", cases}, {"label_values", f.label_values}, {"foreground_intensity_ct", ct}};
 }
 
 Plan plan_dataset(const io::Dataset& dataset, const DatasetFingerprint& f, const PrepareOptions& o,
@@ -428,8 +434,7 @@ void write_cases(const io::Dataset& dataset, Plan& plan, const PrepareOptions& o
     const Resampled r = preprocess_volumes(plan, image, &classes, nullptr, nullptr);
     pc.shape = {r.image.size(1), r.image.size(2), r.image.size(3)};
     write_case(plan, pc, r, case_fp, o);
-    if (o.progress)
-      o.progress(counted(dataset, c) + ": written " + shape_text(pc.shape) + " (D x H x W)");
+    if (o.progress) o.progress(counted(dataset, c) + ": written " + shape_text(pc.shape) + " (D x H x W)");
     plan.cases.push_back(std::move(pc));
     ++result.cases_written;
   }
@@ -470,11 +475,9 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
       // An unreadable old plan is simply rebuilt.
     }
   }
-  // nnU-Net's stages, each with its output on disk: fingerprint.json, the cases, plan.json last
-  // (its presence with this fingerprint is what makes the cache up to date).
+  // nnU-Net's stages, each with its output on disk: the cases, then fingerprint.json and plan.json
+  // (plan.json last: its presence with this fingerprint is what makes the cache up to date).
   const DatasetFingerprint f = fingerprint_dataset(dataset, o);
-  fs::create_directories(cache_dir);
-  write_file_atomic(cache_dir / "fingerprint.json", to_json(f).dump(2) + "\n");
   Plan plan = plan_dataset(dataset, f, o, cache_dir);
   plan.fingerprint = fingerprint;
   if (dataset.splits) {
@@ -483,6 +486,9 @@ PrepareResult prepare_dataset(const io::Dataset& dataset, const fs::path& cache_
     plan.declared_splits = std::move(declared);
   }
   write_cases(dataset, plan, o, result);
+  // The survey and the plan go to disk once every case is in place: a prepare that fails midway
+  // (a full disk) leaves the earlier cache's files as they were.
+  write_file_atomic(cache_dir / "fingerprint.json", to_json(f).dump(2) + "\n");
   save_plan(plan);
   result.plan = std::move(plan);
   return result;
@@ -531,17 +537,19 @@ Volume restore_prediction(const Plan& plan, const InferenceInput& input, const t
   pred.pixel_type = PixelType::Int64;
   Geometry cropped = input.original_geometry;
   cropped.origin = input.original_geometry.index_to_point({static_cast<double>(input.crop_begin[0]),
-                                                          static_cast<double>(input.crop_begin[1]),
-                                                          static_cast<double>(input.crop_begin[2])});
+                                                           static_cast<double>(input.crop_begin[1]),
+                                                           static_cast<double>(input.crop_begin[2])});
   const Size3 pred_size = pred.size();
-  const bool same = pred_size == input.crop_size && grid_difference(pred_size, input.geometry, input.crop_size, cropped).empty();
+  const bool same =
+      pred_size == input.crop_size && grid_difference(pred_size, input.geometry, input.crop_size, cropped).empty();
   const Volume back = same ? pred : io::resample_to_grid(pred, input.crop_size, cropped, io::Interpolation::Nearest);
   const torch::Tensor values = torch::tensor(plan.label_values, torch::kInt64);
   const torch::Tensor mapped =
       values.index_select(0, back.data.to(torch::kInt64).clamp(0, values.size(0) - 1).flatten()).view_as(back.data);
   const std::int64_t lo = values.min().item<std::int64_t>(), hi = values.max().item<std::int64_t>();
   Volume out;
-  out.pixel_type = lo >= 0 && hi <= 255 ? PixelType::UInt8 : (lo >= -32768 && hi <= 32767 ? PixelType::Int16 : PixelType::Int32);
+  out.pixel_type =
+      lo >= 0 && hi <= 255 ? PixelType::UInt8 : (lo >= -32768 && hi <= 32767 ? PixelType::Int16 : PixelType::Int32);
   out.geometry = input.original_geometry;
   const Size3 full = input.original_size;
   out.data = torch::zeros({full[2], full[1], full[0]}, torch::TensorOptions().dtype(tensor_dtype(out.pixel_type)));

@@ -117,8 +117,8 @@ Communicator::Communicator(const RankInfo& info, const torch::Device& device, st
       const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
       const bool loopback = info.master_addr == "localhost" || info.master_addr.rfind("127.", 0) == 0;
       options->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-                                 : loopback       ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                                  : c10d::ProcessGroupGloo::createDefaultDevice());
+                                 : loopback        ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                                   : c10d::ProcessGroupGloo::createDefaultDevice());
       impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, info.rank, info.world_size, options);
     }
 #endif
@@ -127,8 +127,8 @@ Communicator::Communicator(const RankInfo& info, const torch::Device& device, st
   } catch (const std::exception& e) {
     std::string what = e.what();
     if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-    throw Error("rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) +
-                ": rendezvous at " + info.master_addr + ":" + std::to_string(info.master_port) + " failed: " + what);
+    throw Error("rank " + std::to_string(info.rank) + " of " + std::to_string(info.world_size) + ": rendezvous at " +
+                info.master_addr + ":" + std::to_string(info.master_port) + " failed: " + what);
   }
 }
 

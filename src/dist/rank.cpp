@@ -23,7 +23,10 @@ int parse_int(const EnvLookup& env, const char* name, int min, int max) {
 
 RankInfo rank_from_environment(const EnvLookup& lookup) {
   const EnvLookup env = lookup ? lookup : EnvLookup([](const char* n) { return std::getenv(n); });
-  const auto set = [&](const char* n) { const char* v = env(n); return v && *v; };
+  const auto set = [&](const char* n) {
+    const char* v = env(n);
+    return v && *v;
+  };
   RankInfo r;
   if (set("WORLD_SIZE") || set("RANK")) {
     r.source = "torchrun";
@@ -38,8 +41,9 @@ RankInfo rank_from_environment(const EnvLookup& lookup) {
     r.local_rank = set("SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID", 0, r.world_size - 1) : r.rank;
     const bool one_node = !set("SLURM_NNODES") || parse_int(env, "SLURM_NNODES", 1, 1 << 16) == 1;
     if (r.world_size > 1 && !one_node && !set("MASTER_ADDR"))
-      throw ConfigError("environment: MASTER_ADDR is not set (a multi-node Slurm job must export the first node's "
-                        "address, e.g. MASTER_ADDR=$(scontrol show hostnames $SLURM_NODELIST | head -1))");
+      throw ConfigError(
+          "environment: MASTER_ADDR is not set (a multi-node Slurm job must export the first node's "
+          "address, e.g. MASTER_ADDR=$(scontrol show hostnames $SLURM_NODELIST | head -1))");
   } else {
     return r;
   }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
 #include "voxfit/io/volume_io.h"
 
 namespace voxfit::io {
@@ -50,8 +51,7 @@ std::vector<std::string> channel_list(const json& j, const char* key, const fs::
   std::vector<std::string> out;
   if (!j.contains(key)) return out;
   const json& m = j.at(key);
-  if (!m.is_object())
-    throw ConfigError(manifest.string() + ": '" + key + "' must be an object {\"0\": \"CT\", ...}");
+  if (!m.is_object()) throw ConfigError(manifest.string() + ": '" + key + "' must be an object {\"0\": \"CT\", ...}");
   std::map<int, std::string> byindex;
   for (const auto& [k, v] : m.items()) {
     int index = -1;
@@ -60,8 +60,7 @@ std::vector<std::string> channel_list(const json& j, const char* key, const fs::
     } catch (const std::exception&) {
     }
     if (index < 0 || !v.is_string())
-      throw ConfigError(manifest.string() + ": '" + key + "' entry '" + k +
-                        "' must map a channel index to a name");
+      throw ConfigError(manifest.string() + ": '" + key + "' entry '" + k + "' must map a channel index to a name");
     byindex[index] = v.get<std::string>();
   }
   int expect = 0;
@@ -84,8 +83,7 @@ void unique_ids(std::vector<CaseFiles>& cases) {
 // The {image, label} entries of an MSD list: "training", or a MONAI datalist's "validation".
 std::vector<CaseFiles> msd_cases(const json& j, const char* key, const Dataset& d) {
   const json& list = j.at(key);
-  if (!list.is_array())
-    throw ConfigError(d.manifest.string() + ": '" + key + "' must be a list of {image, label}");
+  if (!list.is_array()) throw ConfigError(d.manifest.string() + ": '" + key + "' must be a list of {image, label}");
   std::vector<CaseFiles> out;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const json& e = list[i];
@@ -121,15 +119,9 @@ Dataset load_msd(const json& j, Dataset d) {
     if (!j["labels"].is_object())
       throw ConfigError(d.manifest.string() + ": 'labels' must be an object {\"0\": \"background\", ...}");
     for (const auto& [k, v] : j["labels"].items()) {
-      std::int64_t value = 0;
-      try {
-        std::size_t used = 0;
-        value = std::stoll(k, &used);
-        if (used != k.size()) throw std::invalid_argument(k);
-      } catch (const std::exception&) {
-        throw ConfigError(d.manifest.string() + ": 'labels' key '" + k + "' must be an integer label value");
-      }
-      d.labels[value] = v.is_string() ? v.get<std::string>() : v.dump();
+      const auto value = to_integer(k);
+      if (!value) throw ConfigError(d.manifest.string() + ": 'labels' key '" + k + "' must be an integer label value");
+      d.labels[*value] = v.is_string() ? v.get<std::string>() : v.dump();
     }
   }
   std::vector<CaseFiles> training = msd_cases(j, "training", d);
@@ -141,7 +133,8 @@ Dataset load_msd(const json& j, Dataset d) {
   unique_ids(d.cases);
   if (n_train < d.cases.size()) {
     DeclaredFold fold;
-    for (std::size_t i = 0; i < d.cases.size(); ++i) (i < n_train ? fold.train : fold.validation).push_back(d.cases[i].id);
+    for (std::size_t i = 0; i < d.cases.size(); ++i)
+      (i < n_train ? fold.train : fold.validation).push_back(d.cases[i].id);
     d.splits = DeclaredSplits{"validation list", d.manifest, {std::move(fold)}};
   }
   return d;
@@ -186,8 +179,8 @@ Dataset load_nnunet(const json& j, Dataset d) {
         ids.insert(base.substr(0, base.size() - 5));
     }
   if (ids.empty())
-    throw IoError(d.root.string() + ": no cases in imagesTr/ or labelsTr/ (expected CASE_0000" + ending +
-                  " and CASE" + ending + ")");
+    throw IoError(d.root.string() + ": no cases in imagesTr/ or labelsTr/ (expected CASE_0000" + ending + " and CASE" +
+                  ending + ")");
   for (const std::string& id : ids) {
     CaseFiles c;
     c.id = id;
@@ -213,8 +206,8 @@ std::vector<fs::path> list_files(const fs::path& dir, bool (*keep)(const fs::pat
 Dataset load_folder(Dataset d) {
   d.layout = DatasetLayout::Folder;
   d.name = d.root.filename().string();
-  for (const auto& [img_dir, lbl_dir] : {std::pair<const char*, const char*>{"images", "labels"},
-                                         {"imagesTr", "labelsTr"}}) {
+  for (const auto& [img_dir, lbl_dir] :
+       {std::pair<const char*, const char*>{"images", "labels"}, {"imagesTr", "labelsTr"}}) {
     const fs::path images = d.root / img_dir, labels = d.root / lbl_dir;
     if (!fs::is_directory(images) || !fs::is_directory(labels)) continue;
     std::map<std::string, fs::path> label_by_stem;
@@ -271,10 +264,14 @@ Dataset load_folder(Dataset d) {
 
 std::string to_string(DatasetLayout layout) {
   switch (layout) {
-    case DatasetLayout::Msd: return "MSD";
-    case DatasetLayout::NnUNetV2: return "nnU-Net v2";
-    case DatasetLayout::Folder: return "folder";
-    case DatasetLayout::Hdf5Folder: return "HDF5 folder";
+    case DatasetLayout::Msd:
+      return "MSD";
+    case DatasetLayout::NnUNetV2:
+      return "nnU-Net v2";
+    case DatasetLayout::Folder:
+      return "folder";
+    case DatasetLayout::Hdf5Folder:
+      return "HDF5 folder";
   }
   return "unknown";
 }
@@ -316,7 +313,8 @@ std::vector<std::string> id_list(const json& j, const fs::path& file, const std:
   if (!j.is_array()) throw ConfigError(file.string() + ": " + where + ": expected a list of case ids");
   std::vector<std::string> out;
   for (const auto& id : j) {
-    if (!id.is_string()) throw ConfigError(file.string() + ": " + where + ": case ids must be strings, got " + id.dump());
+    if (!id.is_string())
+      throw ConfigError(file.string() + ": " + where + ": case ids must be strings, got " + id.dump());
     out.push_back(id.get<std::string>());
   }
   return out;
@@ -387,8 +385,8 @@ std::vector<CaseFiles> image_folder_cases(const fs::path& folder) {
       if (n != expect) {
         char missing[16];
         std::snprintf(missing, sizeof missing, "_%04d", expect);
-        throw DataError(file.string() + ": case '" + base + "' has no channel " + std::to_string(expect) + " (" +
-                        base + missing + volume_extension(file) + ")");
+        throw DataError(file.string() + ": case '" + base + "' has no channel " + std::to_string(expect) + " (" + base +
+                        missing + volume_extension(file) + ")");
       }
       c.images.push_back(file);
       ++expect;

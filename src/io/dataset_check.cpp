@@ -58,9 +58,8 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
   if (!dataset.channel_names.empty() && image.size() != dataset.expected_channels()) {
     std::string names;
     for (const auto& n : dataset.channel_names) names += (names.empty() ? "" : ", ") + n;
-    out.push_back({first, "case '" + files.id + "' has " + std::to_string(image.size()) +
-                              " channels, expected " + std::to_string(dataset.expected_channels()) +
-                              " (" + names + ")"});
+    out.push_back({first, "case '" + files.id + "' has " + std::to_string(image.size()) + " channels, expected " +
+                              std::to_string(dataset.expected_channels()) + " (" + names + ")"});
   }
   for (std::size_t c = 0; c < image.size(); ++c) {
     const fs::path& file = c < channel_files.size() ? channel_files[c] : first;
@@ -70,8 +69,8 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
     }
     if (c > 0) {
       const std::string d = grid_difference(image[0], image[c], options.tolerance);
-      if (!d.empty() && !same_voxel_centres(image[0].size(), image[0].geometry, image[c].size(),
-                                            image[c].geometry, options.tolerance))
+      if (!d.empty() && !same_voxel_centres(image[0].size(), image[0].geometry, image[c].size(), image[c].geometry,
+                                            options.tolerance))
         out.push_back({file, "channel " + std::to_string(c) + " is on another grid than channel 0 in " +
                                  first.string() + " (" + d + "); expected co-registered channels"});
     }
@@ -93,8 +92,10 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
     const std::string d = grid_difference(image[0], *label, options.tolerance);
     if (!d.empty() &&
         !same_voxel_centres(image[0].size(), image[0].geometry, label->size(), label->geometry, options.tolerance))
-      out.push_back({lfile, "label grid differs from the image " + first.string() + " (" + d +
-                                "); expected the image's size, spacing, origin and direction, or a flipped/transposed copy of them"});
+      out.push_back(
+          {lfile,
+           "label grid differs from the image " + first.string() + " (" + d +
+               "); expected the image's size, spacing, origin and direction, or a flipped/transposed copy of them"});
   }
   torch::Tensor values = label->data;
   if (values.is_floating_point()) {
@@ -105,8 +106,7 @@ std::vector<Problem> check_case(const Dataset& dataset, const CaseFiles& files, 
     }
   }
   const torch::Tensor unique = std::get<0>(torch::_unique(values.to(torch::kInt64).flatten(), true, false));
-  std::vector<std::int64_t> present(unique.data_ptr<std::int64_t>(),
-                                    unique.data_ptr<std::int64_t>() + unique.numel());
+  std::vector<std::int64_t> present(unique.data_ptr<std::int64_t>(), unique.data_ptr<std::int64_t>() + unique.numel());
   if (!dataset.labels.empty()) {
     std::vector<std::int64_t> undeclared, declared;
     for (const auto& [v, name] : dataset.labels) declared.push_back(v);

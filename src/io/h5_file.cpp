@@ -15,10 +15,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
-#include <map>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <new>
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
@@ -47,13 +47,20 @@ std::unique_lock<std::recursive_mutex> h5_lock() {
 
 const H5::PredType& mem_type(torch::ScalarType t, const std::string& where) {
   switch (t) {
-    case torch::kUInt8: return H5::PredType::NATIVE_UINT8;
-    case torch::kInt8: return H5::PredType::NATIVE_INT8;
-    case torch::kInt16: return H5::PredType::NATIVE_INT16;
-    case torch::kInt32: return H5::PredType::NATIVE_INT32;
-    case torch::kInt64: return H5::PredType::NATIVE_INT64;
-    case torch::kFloat32: return H5::PredType::NATIVE_FLOAT;
-    case torch::kFloat64: return H5::PredType::NATIVE_DOUBLE;
+    case torch::kUInt8:
+      return H5::PredType::NATIVE_UINT8;
+    case torch::kInt8:
+      return H5::PredType::NATIVE_INT8;
+    case torch::kInt16:
+      return H5::PredType::NATIVE_INT16;
+    case torch::kInt32:
+      return H5::PredType::NATIVE_INT32;
+    case torch::kInt64:
+      return H5::PredType::NATIVE_INT64;
+    case torch::kFloat32:
+      return H5::PredType::NATIVE_FLOAT;
+    case torch::kFloat64:
+      return H5::PredType::NATIVE_DOUBLE;
     default:
       throw IoError(where + ": cannot store dtype " + std::string(c10::toString(t)) +
                     " (expected uint8, int8, int16, int32, int64, float32 or float64)");
@@ -67,10 +74,14 @@ torch::ScalarType dtype_of(const H5::DataSet& ds, const std::string& where) {
     const H5::IntType it = ds.getIntType();
     const bool is_signed = it.getSign() != H5T_SGN_NONE;
     switch (it.getSize()) {
-      case 1: return is_signed ? torch::kInt8 : torch::kUInt8;
-      case 2: return is_signed ? torch::kInt16 : torch::kInt32;
-      case 4: return is_signed ? torch::kInt32 : torch::kInt64;
-      default: return torch::kInt64;
+      case 1:
+        return is_signed ? torch::kInt8 : torch::kUInt8;
+      case 2:
+        return is_signed ? torch::kInt16 : torch::kInt32;
+      case 4:
+        return is_signed ? torch::kInt32 : torch::kInt64;
+      default:
+        return torch::kInt64;
     }
   }
   throw IoError(where + ": not a numeric dataset (expected integers or floats)");
@@ -375,8 +386,7 @@ void H5Reader::read_box_into(const std::string& dataset, const std::vector<std::
     for (std::size_t i = 0; i < dims.size(); ++i)
       if (start[i] < 0 || count[i] < 0 || start[i] + count[i] > dims[i])
         throw IoError(where + ": box axis " + std::to_string(i) + " [" + std::to_string(start[i]) + ", " +
-                      std::to_string(start[i] + count[i]) + ") outside the dataset's 0.." +
-                      std::to_string(dims[i]));
+                      std::to_string(start[i] + count[i]) + ") outside the dataset's 0.." + std::to_string(dims[i]));
     if (!out.is_contiguous() || out.sizes().vec() != count)
       throw IoError(where + ": box destination must be contiguous with the box's shape");
   };
@@ -582,8 +592,8 @@ Channels read_h5_channels(const fs::path& file, const std::string& dataset) {
   const std::string where = file.string() + ":" + dataset;
   const torch::Tensor data = r.read(dataset);
   if (data.dim() != 3 && data.dim() != 4) {
-    throw IoError(where + ": expected a 3D [D, H, W] or 4D [C, D, H, W] dataset, found " +
-                  std::to_string(data.dim()) + "D (" + shape_text(data.sizes()) + ")");
+    throw IoError(where + ": expected a 3D [D, H, W] or 4D [C, D, H, W] dataset, found " + std::to_string(data.dim()) +
+                  "D (" + shape_text(data.sizes()) + ")");
   }
   const Geometry g = r.geometry(dataset).value_or(Geometry{});
   const auto stored = r.pixel_type(dataset);
@@ -593,14 +603,13 @@ Channels read_h5_channels(const fs::path& file, const std::string& dataset) {
     Volume v;
     v.data = stacked[c].contiguous();
     v.geometry = g;
-    v.pixel_type = stored.value_or(v.data.is_floating_point()
-                                       ? (v.data.scalar_type() == torch::kFloat64 ? PixelType::Float64
-                                                                                  : PixelType::Float32)
-                                   : v.data.scalar_type() == torch::kUInt8 ? PixelType::UInt8
-                                   : v.data.scalar_type() == torch::kInt8  ? PixelType::Int8
-                                   : v.data.scalar_type() == torch::kInt16 ? PixelType::Int16
-                                   : v.data.scalar_type() == torch::kInt32 ? PixelType::Int32
-                                                                           : PixelType::Int64);
+    v.pixel_type = stored.value_or(
+        v.data.is_floating_point() ? (v.data.scalar_type() == torch::kFloat64 ? PixelType::Float64 : PixelType::Float32)
+        : v.data.scalar_type() == torch::kUInt8 ? PixelType::UInt8
+        : v.data.scalar_type() == torch::kInt8  ? PixelType::Int8
+        : v.data.scalar_type() == torch::kInt16 ? PixelType::Int16
+        : v.data.scalar_type() == torch::kInt32 ? PixelType::Int32
+                                                : PixelType::Int64);
     out.push_back(std::move(v));
   }
   return out;
@@ -650,7 +659,8 @@ void survive_h5_read(const fs::path& file, const std::function<void()>& read, do
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   bool ended = false;
   while (!ended) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{done[0], POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1 << 30)));
@@ -717,8 +727,8 @@ void survive_h5_case(const fs::path& file, const H5Names& names) {
 Volume read_h5_volume(const fs::path& file, const std::string& dataset) {
   Channels c = read_h5_channels(file, dataset);
   if (c.size() != 1)
-    throw IoError(file.string() + ":" + dataset + ": expected one 3D volume, found " +
-                  std::to_string(c.size()) + " channels");
+    throw IoError(file.string() + ":" + dataset + ": expected one 3D volume, found " + std::to_string(c.size()) +
+                  " channels");
   return std::move(c.front());
 }
 
@@ -727,7 +737,8 @@ void write_h5_case(const fs::path& file, const Channels& image, const Volume* la
   for (std::size_t c = 1; c < image.size(); ++c) {
     const std::string d = grid_difference(image[0], image[c]);
     if (!d.empty())
-      throw DataError(file.string() + ": channel " + std::to_string(c) + " is on another grid than channel 0 (" + d + ")");
+      throw DataError(file.string() + ": channel " + std::to_string(c) + " is on another grid than channel 0 (" + d +
+                      ")");
   }
   std::vector<torch::Tensor> parts;
   for (const auto& v : image) parts.push_back(v.data.to(tensor_dtype(image[0].pixel_type)));

@@ -51,9 +51,9 @@ inline Volume from_itk_image(const FloatImage* image) {
   const auto region = image->GetBufferedRegion();
   const auto s = region.GetSize();
   Volume v;
-  v.data = torch::empty({static_cast<std::int64_t>(s[2]), static_cast<std::int64_t>(s[1]),
-                         static_cast<std::int64_t>(s[0])},
-                        torch::kFloat32);
+  v.data =
+      torch::empty({static_cast<std::int64_t>(s[2]), static_cast<std::int64_t>(s[1]), static_cast<std::int64_t>(s[0])},
+                   torch::kFloat32);
   std::memcpy(v.data.data_ptr<float>(), image->GetBufferPointer(),
               static_cast<std::size_t>(v.data.numel()) * sizeof(float));
   for (unsigned i = 0; i < 3; ++i) {

@@ -18,10 +18,10 @@
 
 #include <unistd.h>
 
-#include "voxfit/core/atomic_file.h"
-#include "voxfit/core/error.h"
 #include "itk_bridge.h"
 #include "nifti_integrity.h"
+#include "voxfit/core/atomic_file.h"
+#include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 #include "voxfit/io/volume_io.h"
 
@@ -49,21 +49,30 @@ void register_itk_io() {
 PixelType pixel_type_of(itk::IOComponentEnum c, const fs::path& path) {
   using C = itk::IOComponentEnum;
   switch (c) {
-    case C::UCHAR: return PixelType::UInt8;
-    case C::CHAR: return PixelType::Int8;
-    case C::USHORT: return PixelType::UInt16;
-    case C::SHORT: return PixelType::Int16;
-    case C::UINT: return PixelType::UInt32;
-    case C::INT: return PixelType::Int32;
+    case C::UCHAR:
+      return PixelType::UInt8;
+    case C::CHAR:
+      return PixelType::Int8;
+    case C::USHORT:
+      return PixelType::UInt16;
+    case C::SHORT:
+      return PixelType::Int16;
+    case C::UINT:
+      return PixelType::UInt32;
+    case C::INT:
+      return PixelType::Int32;
     case C::ULONG:
-    case C::ULONGLONG: return PixelType::UInt64;
+    case C::ULONGLONG:
+      return PixelType::UInt64;
     case C::LONG:
-    case C::LONGLONG: return PixelType::Int64;
-    case C::FLOAT: return PixelType::Float32;
-    case C::DOUBLE: return PixelType::Float64;
+    case C::LONGLONG:
+      return PixelType::Int64;
+    case C::FLOAT:
+      return PixelType::Float32;
+    case C::DOUBLE:
+      return PixelType::Float64;
     default:
-      throw IoError(path.string() + ": unsupported voxel type " +
-                    itk::ImageIOBase::GetComponentTypeAsString(c) +
+      throw IoError(path.string() + ": unsupported voxel type " + itk::ImageIOBase::GetComponentTypeAsString(c) +
                     " (expected an integer or float32/float64 type)");
   }
 }
@@ -71,16 +80,26 @@ PixelType pixel_type_of(itk::IOComponentEnum c, const fs::path& path) {
 itk::IOComponentEnum component_of(PixelType t) {
   using C = itk::IOComponentEnum;
   switch (t) {
-    case PixelType::UInt8: return C::UCHAR;
-    case PixelType::Int8: return C::CHAR;
-    case PixelType::UInt16: return C::USHORT;
-    case PixelType::Int16: return C::SHORT;
-    case PixelType::UInt32: return C::UINT;
-    case PixelType::Int32: return C::INT;
-    case PixelType::UInt64: return C::ULONGLONG;
-    case PixelType::Int64: return C::LONGLONG;
-    case PixelType::Float32: return C::FLOAT;
-    case PixelType::Float64: return C::DOUBLE;
+    case PixelType::UInt8:
+      return C::UCHAR;
+    case PixelType::Int8:
+      return C::CHAR;
+    case PixelType::UInt16:
+      return C::USHORT;
+    case PixelType::Int16:
+      return C::SHORT;
+    case PixelType::UInt32:
+      return C::UINT;
+    case PixelType::Int32:
+      return C::INT;
+    case PixelType::UInt64:
+      return C::ULONGLONG;
+    case PixelType::Int64:
+      return C::LONGLONG;
+    case PixelType::Float32:
+      return C::FLOAT;
+    case PixelType::Float64:
+      return C::DOUBLE;
   }
   return C::FLOAT;
 }
@@ -88,13 +107,17 @@ itk::IOComponentEnum component_of(PixelType t) {
 std::size_t component_bytes(PixelType t) {
   switch (t) {
     case PixelType::UInt8:
-    case PixelType::Int8: return 1;
+    case PixelType::Int8:
+      return 1;
     case PixelType::UInt16:
-    case PixelType::Int16: return 2;
+    case PixelType::Int16:
+      return 2;
     case PixelType::UInt32:
     case PixelType::Int32:
-    case PixelType::Float32: return 4;
-    default: return 8;
+    case PixelType::Float32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -110,10 +133,17 @@ torch::Tensor buffer_to_tensor(const char* buffer, std::int64_t count, PixelType
     for (std::int64_t i = 0; i < count; ++i) dst[i] = static_cast<D>(src[i]);
   };
   switch (type) {
-    case PixelType::UInt16: widen(std::uint16_t{}, std::int32_t{}); break;
-    case PixelType::UInt32: widen(std::uint32_t{}, std::int64_t{}); break;
-    case PixelType::UInt64: widen(std::uint64_t{}, std::int64_t{}); break;
-    default: std::memcpy(t.data_ptr(), buffer, static_cast<std::size_t>(count) * component_bytes(type));
+    case PixelType::UInt16:
+      widen(std::uint16_t{}, std::int32_t{});
+      break;
+    case PixelType::UInt32:
+      widen(std::uint32_t{}, std::int64_t{});
+      break;
+    case PixelType::UInt64:
+      widen(std::uint64_t{}, std::int64_t{});
+      break;
+    default:
+      std::memcpy(t.data_ptr(), buffer, static_cast<std::size_t>(count) * component_bytes(type));
   }
   return t;
 }
@@ -133,8 +163,10 @@ std::vector<char> tensor_to_buffer(const torch::Tensor& data, PixelType type) {
     return out;
   };
   switch (type) {
-    case PixelType::UInt16: return narrow(std::uint16_t{}, 0, 65535);
-    case PixelType::UInt32: return narrow(std::uint32_t{}, 0, 4294967295.0);
+    case PixelType::UInt16:
+      return narrow(std::uint16_t{}, 0, 65535);
+    case PixelType::UInt32:
+      return narrow(std::uint32_t{}, 0, 4294967295.0);
     case PixelType::UInt64: {
       torch::Tensor v = t.to(torch::kInt64).clamp_min(0).contiguous();
       std::vector<char> out(static_cast<std::size_t>(v.numel()) * 8);
@@ -179,8 +211,7 @@ ImageInfo info_of(itk::ImageIOBase* io, const fs::path& path) {
 itk::ImageIOBase::Pointer open_for_read(const fs::path& path) {
   register_itk_io();
   if (!fs::exists(path)) throw IoError(path.string() + ": file not found");
-  itk::ImageIOBase::Pointer io =
-      itk::ImageIOFactory::CreateImageIO(path.c_str(), itk::IOFileModeEnum::ReadMode);
+  itk::ImageIOBase::Pointer io = itk::ImageIOFactory::CreateImageIO(path.c_str(), itk::IOFileModeEnum::ReadMode);
   if (!io)
     throw IoError(path.string() +
                   ": not a readable image (expected NIfTI .nii/.nii.gz, MetaImage .mha/.mhd, "
@@ -195,13 +226,11 @@ itk::ImageIOBase::Pointer open_for_read(const fs::path& path) {
 std::pair<fs::path, std::string> split_series(const fs::path& path) {
   const std::string s = path.string();
   const auto hash = s.rfind('#');
-  if (hash != std::string::npos && fs::is_directory(s.substr(0, hash)))
-    return {s.substr(0, hash), s.substr(hash + 1)};
+  if (hash != std::string::npos && fs::is_directory(s.substr(0, hash))) return {s.substr(0, hash), s.substr(hash + 1)};
   return {path, ""};
 }
 
-const DicomSeries& pick_series(const std::vector<DicomSeries>& all, const fs::path& dir,
-                               const std::string& uid) {
+const DicomSeries& pick_series(const std::vector<DicomSeries>& all, const fs::path& dir, const std::string& uid) {
   if (all.empty()) throw IoError(dir.string() + ": no DICOM series in this folder");
   if (uid.empty()) {
     if (all.size() == 1) return all.front();
@@ -292,8 +321,7 @@ std::vector<DicomSeries> list_dicom_series(const fs::path& dir) {
       gdcm->ReadImageInformation();
       std::string series_uid;
       gdcm->GetValueFromTag("0020|000e", series_uid);
-      while (!series_uid.empty() && (series_uid.back() == ' ' || series_uid.back() == '\0'))
-        series_uid.pop_back();
+      while (!series_uid.empty() && (series_uid.back() == ' ' || series_uid.back() == '\0')) series_uid.pop_back();
       s.uid = series_uid.empty() ? uid : series_uid;
       out.push_back(std::move(s));
     }
@@ -314,8 +342,8 @@ Volume read_dicom_series(const fs::path& dir, const std::string& series_uid) {
     // ITK records how far slice positions stray from even spacing; a gap means a lost slice.
     double deviation = 0;
     const double dz = reader->GetOutput()->GetSpacing()[2];
-    if (itk::ExposeMetaData<double>(reader->GetOutput()->GetMetaDataDictionary(),
-                                    "ITK_non_uniform_sampling_deviation", deviation) &&
+    if (itk::ExposeMetaData<double>(reader->GetOutput()->GetMetaDataDictionary(), "ITK_non_uniform_sampling_deviation",
+                                    deviation) &&
         deviation > 0.01 * dz)
       throw IoError(dir.string() + ": the " + std::to_string(series.files.size()) +
                     " slices are not evenly spaced (off by up to " + std::to_string(deviation) +
@@ -357,8 +385,8 @@ Channels read_channels(const fs::path& spec) {
     auto io = open_for_read(p);
     const ImageInfo info = info_of(io.GetPointer(), p);
     if (info.dimension < 3 || info.dimension > 4) {
-      throw IoError(p.string() + ": expected a 3D image, found a " + std::to_string(info.dimension) +
-                    "D image of " + shape_text(info.size));
+      throw IoError(p.string() + ": expected a 3D image, found a " + std::to_string(info.dimension) + "D image of " +
+                    shape_text(info.size));
     }
     itk::ImageIORegion region(info.dimension);
     for (unsigned i = 0; i < info.dimension; ++i) {
@@ -380,20 +408,21 @@ Channels read_channels(const fs::path& spec) {
     // (then no pass is needed to put back the NaN / Inf that nifti1_io zeroes), else by ITK and
     // once more by voxfit to check its length and restore those values.
     const bool gz = nifti && ext == ".nii.gz";
-    const bool raw = gz && info.components == 1 &&
-                     read_nifti_gz_voxels(p, buffer.size(), io->GetComponentSize(), buffer.data());
+    const bool raw =
+        gz && info.components == 1 && read_nifti_gz_voxels(p, buffer.size(), io->GetComponentSize(), buffer.data());
     if (!raw) io->Read(buffer.data());
     const auto s = info.size3();
     const std::int64_t voxels = s[0] * s[1] * s[2];
     const std::int64_t channels = info.channels();
     torch::Tensor all = buffer_to_tensor(buffer.data(), voxels * channels, info.pixel_type);
     const bool floating = is_floating(info.pixel_type);
-    if (gz && !raw) verify_nifti_gz(p, floating ? &all : nullptr);
-    else if (nifti && !gz && floating) restore_nifti_nonfinite(p, all);
+    if (gz && !raw)
+      verify_nifti_gz(p, floating ? &all : nullptr);
+    else if (nifti && !gz && floating)
+      restore_nifti_nonfinite(p, all);
     // A vector image interleaves its components per voxel; a 4D file stacks whole volumes.
-    torch::Tensor stacked = info.components > 1
-                                ? all.view({s[2], s[1], s[0], channels}).permute({3, 0, 1, 2})
-                                : all.view({channels, s[2], s[1], s[0]});
+    torch::Tensor stacked = info.components > 1 ? all.view({s[2], s[1], s[0], channels}).permute({3, 0, 1, 2})
+                                                : all.view({channels, s[2], s[1], s[0]});
     Channels out;
     for (std::int64_t c = 0; c < channels; ++c) {
       Volume v;
@@ -409,15 +438,13 @@ Channels read_channels(const fs::path& spec) {
 Volume read_volume(const fs::path& path) {
   Channels c = read_channels(path);
   if (c.size() != 1)
-    throw IoError(path.string() + ": expected one 3D volume, found " + std::to_string(c.size()) +
-                  " channels");
+    throw IoError(path.string() + ": expected one 3D volume, found " + std::to_string(c.size()) + " channels");
   return std::move(c.front());
 }
 
 void write_volume(const fs::path& path, const Volume& volume, bool compress) {
   register_itk_io();
-  if (!volume.data.defined() || volume.data.dim() != 3)
-    throw IoError(path.string() + ": can only write a 3D volume");
+  if (!volume.data.defined() || volume.data.dim() != 3) throw IoError(path.string() + ": can only write a 3D volume");
   if (!is_volume_file(path))
     throw IoError(path.string() + ": unknown file ending (expected .nii, .nii.gz, .mha, .mhd, .nrrd or .nhdr)");
   const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
@@ -425,8 +452,7 @@ void write_volume(const fs::path& path, const Volume& volume, bool compress) {
   itk_guard(path, [&] {
     StagingDir staging(dir);
     const fs::path temp = staging.path() / path.filename();
-    itk::ImageIOBase::Pointer io =
-        itk::ImageIOFactory::CreateImageIO(temp.c_str(), itk::IOFileModeEnum::WriteMode);
+    itk::ImageIOBase::Pointer io = itk::ImageIOFactory::CreateImageIO(temp.c_str(), itk::IOFileModeEnum::WriteMode);
     if (!io) throw IoError(path.string() + ": no ITK writer for this file ending");
     const auto size = volume.size();
     io->SetNumberOfDimensions(3);

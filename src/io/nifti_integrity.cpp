@@ -130,7 +130,8 @@ void check_nifti_header(const std::filesystem::path& path) {
   if (dims < 1 || dims > 7) bad("dim[0]", dims, "1..7 axes");
   for (int a = 1; a <= dims; ++a)
     if (i16(kDimOffset + 2 * a) <= 0) bad("dim[" + std::to_string(a) + "]", i16(kDimOffset + 2 * a), "a positive size");
-  if (const int t = i16(kDatatypeOffset); t == 0 || t == 1) bad("datatype", t, "a voxel type code (e.g. 4 int16, 16 float32)");
+  if (const int t = i16(kDatatypeOffset); t == 0 || t == 1)
+    bad("datatype", t, "a voxel type code (e.g. 4 int16, 16 float32)");
   const auto fail = [&](const std::string& field, float v, const std::string& expected) {
     throw IoError(path.string() + ": header field " + field + " is " + std::to_string(v) + "; expected " + expected);
   };
@@ -145,7 +146,8 @@ void check_nifti_header(const std::filesystem::path& path) {
   if (i16(kSformCodeOffset) > 0)
     for (int k = 0; k < 12; ++k)
       if (const float v = f32(kSrowOffset + 4 * k); !std::isfinite(v))
-        fail(std::string("srow_") + "xyz"[k / 4] + "[" + std::to_string(k % 4) + "]", v, "a finite number (sform_code > 0)");
+        fail(std::string("srow_") + "xyz"[k / 4] + "[" + std::to_string(k % 4) + "]", v,
+             "a finite number (sform_code > 0)");
   if (const float v = f32(kPixdimOffset); !std::isfinite(v)) fail("pixdim[0] (qfac)", v, "-1 or 1");
 }
 
@@ -197,7 +199,16 @@ RawHeader parse_header(const char* h) {
 // NIfTI datatype codes whose voxels ITK's reader hands back as stored (one scalar component).
 bool plain_scalar_type(std::int16_t t) {
   switch (t) {
-    case 2: case 4: case 8: case 16: case 64: case 256: case 512: case 768: case 1024: case 1280:
+    case 2:
+    case 4:
+    case 8:
+    case 16:
+    case 64:
+    case 256:
+    case 512:
+    case 768:
+    case 1024:
+    case 1280:
       return true;
     default:
       return false;
@@ -248,8 +259,7 @@ bool read_nifti_gz_voxels(const std::filesystem::path& path, std::uint64_t voxel
   inflate_exactly(f, out, static_cast<std::size_t>(voxel_bytes), path, voxel_bytes);
   inflate_to_end(f, path);
   if (h.swapped && component_bytes > 1) {
-    for (std::uint64_t i = 0; i < voxel_bytes; i += component_bytes)
-      std::reverse(out + i, out + i + component_bytes);
+    for (std::uint64_t i = 0; i < voxel_bytes; i += component_bytes) std::reverse(out + i, out + i + component_bytes);
   }
   return true;
 }
@@ -263,7 +273,8 @@ std::int64_t verify_nifti_gz(const std::filesystem::path& path, torch::Tensor* v
   const RawHeader h = parse_header(header);
   // The stored voxels (ITK's buffer can differ: a scaled integer file reads as float).
   std::uint64_t voxel_bytes = std::max<std::int16_t>(h.bitpix, 0) / 8;
-  for (int a = 1; a <= h.dims && a <= 7; ++a) voxel_bytes *= static_cast<std::uint64_t>(std::max<std::int16_t>(h.dim[a], 0));
+  for (int a = 1; a <= h.dims && a <= 7; ++a)
+    voxel_bytes *= static_cast<std::uint64_t>(std::max<std::int16_t>(h.dim[a], 0));
   if (!(h.vox_offset >= kHeaderSize && h.vox_offset <= kMaxHeaderBytes)) {
     inflate_to_end(f, path);
     return 0;

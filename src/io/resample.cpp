@@ -21,8 +21,8 @@ std::array<std::int64_t, 3> resampled_size(const std::array<std::int64_t, 3>& si
   return out;
 }
 
-Volume resample_to_grid(const Volume& volume, const std::array<std::int64_t, 3>& size,
-                        const Geometry& geometry, Interpolation interpolation) {
+Volume resample_to_grid(const Volume& volume, const std::array<std::int64_t, 3>& size, const Geometry& geometry,
+                        Interpolation interpolation) {
   try {
     using Filter = itk::ResampleImageFilter<FloatImage, FloatImage>;
     auto filter = Filter::New();

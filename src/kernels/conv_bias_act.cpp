@@ -10,9 +10,8 @@
 
 namespace voxfit::kernels {
 
-torch::Tensor conv2d_bias_act_reference(const torch::Tensor& x, const torch::Tensor& weight,
-                                        const torch::Tensor& bias, const torch::Tensor& residual, int64_t stride,
-                                        int64_t padding, bool relu) {
+torch::Tensor conv2d_bias_act_reference(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                        const torch::Tensor& residual, int64_t stride, int64_t padding, bool relu) {
   auto y = torch::conv2d(x, weight, bias, stride, padding);
   if (residual.defined()) y.add_(residual);
   return relu ? y.relu_() : y;

@@ -40,8 +40,9 @@ torch::ScalarType compute_type(const torch::Tensor& a, const torch::Tensor& b, c
 class ConvsOfConcatFunction : public torch::autograd::Function<ConvsOfConcatFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& a, const torch::Tensor& b,
-                               const torch::Tensor& w1, const torch::Tensor& b1_or_empty, const torch::Tensor& w2_or_empty,
-                               const torch::Tensor& b2_or_empty, int64_t s1, int64_t p1, int64_t s2, int64_t p2) {
+                               const torch::Tensor& w1, const torch::Tensor& b1_or_empty,
+                               const torch::Tensor& w2_or_empty, const torch::Tensor& b2_or_empty, int64_t s1,
+                               int64_t p1, int64_t s2, int64_t p2) {
     const auto type = compute_type(a, b, w1);
     const auto ac = a.to(type), bc = b.to(type);
     const auto x = torch::cat({ac, bc}, 1);
@@ -76,10 +77,10 @@ class ConvsOfConcatFunction : public torch::autograd::Function<ConvsOfConcatFunc
       const auto part = [&](const torch::Tensor& x, int64_t from, bool bias) {
         const auto slice = wt.narrow(1, from, x.size(1)).contiguous(wt.suggest_memory_format());
         const std::vector<int64_t> bias_sizes{w.size(0)};
-        return at::convolution_backward(grad.to(type), x, slice,
-                                        bias ? c10::OptionalIntArrayRef(bias_sizes) : c10::OptionalIntArrayRef(c10::nullopt),
-                                        per_axis(stride, w), per_axis(padding, w), per_axis(1, w), false, per_axis(0, w),
-                                        1, {true, true, bias});
+        return at::convolution_backward(
+            grad.to(type), x, slice,
+            bias ? c10::OptionalIntArrayRef(bias_sizes) : c10::OptionalIntArrayRef(c10::nullopt), per_axis(stride, w),
+            per_axis(padding, w), per_axis(1, w), false, per_axis(0, w), 1, {true, true, bias});
       };
       auto ra = part(a, 0, has_bias);
       auto rb = part(b, a.size(1), false);

@@ -31,10 +31,10 @@ constexpr int kMaxDevices = 64;
 
 // Threads per block along the channels (channels-last) and along the rows.
 struct Tiling {
-  int tc = 1;        // channels a block covers (1 for NCDHW)
-  int rows = 1;      // rows a block steps over at once
-  int64_t tiles = 0; // blocks along x: instances (NCDHW) or N * channel tiles (channels-last)
-  int chunks = 1;    // blocks along y: pieces of the spatial rows
+  int tc = 1;         // channels a block covers (1 for NCDHW)
+  int rows = 1;       // rows a block steps over at once
+  int64_t tiles = 0;  // blocks along x: instances (NCDHW) or N * channel tiles (channels-last)
+  int chunks = 1;     // blocks along y: pieces of the spatial rows
   int64_t chunk_rows = 0;
 };
 
@@ -190,8 +190,8 @@ __global__ void forward_finalize(NormShape s, int chunks, const T* x, const floa
 
 template <typename T>
 __global__ void forward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* x, const float* weight,
-                              const float* bias, const T* residual, ActSpec act, const float* mean,
-                              const float* rstd, T* y) {
+                              const float* bias, const T* residual, ActSpec act, const float* mean, const float* rstd,
+                              T* y) {
   const Place p = place(s, tc, rows);
   if (!p.active) return;
   const float w = weight ? weight[p.c] : 1.f, b = bias ? bias[p.c] : 0.f;
@@ -207,16 +207,16 @@ __global__ void forward_apply(NormShape s, int tc, int rows, int64_t chunk_rows,
 
 // dz and the normalised input of element i.
 template <typename T>
-__device__ __forceinline__ void backward_terms(int64_t i, const T* dy, const T* y, const T* x, float mean,
-                                               float rstd, const ActSpec& act, float& dz, float& xhat) {
+__device__ __forceinline__ void backward_terms(int64_t i, const T* dy, const T* y, const T* x, float mean, float rstd,
+                                               const ActSpec& act, float& dz, float& xhat) {
   const float yv = load(y, i);
   dz = load(dy, i) * activation_slope(yv, act);
   xhat = x ? (load(x, i) - mean) * rstd : deactivate(yv, act);
 }
 
 template <typename T>
-__global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_rows, const T* dy, const T* y,
-                                const T* x, const float* mean, const float* rstd, ActSpec act, float* partial) {
+__global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_rows, const T* dy, const T* y, const T* x,
+                                const float* mean, const float* rstd, ActSpec act, float* partial) {
   const Place p = place(s, tc, rows);
   float a = 0.f, b = 0.f;
   if (p.active) {
@@ -232,8 +232,7 @@ __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_row
   block_partials(p, a, b, tc, rows, partial);
 }
 
-__global__ void backward_finalize(int64_t planes, int chunks, const float* partial, float* sum_dz,
-                                  float* sum_dz_xhat) {
+__global__ void backward_finalize(int64_t planes, int chunks, const float* partial, float* sum_dz, float* sum_dz_xhat) {
   const int64_t plane = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (plane >= planes) return;
   double a = 0, b = 0;
@@ -246,9 +245,9 @@ __global__ void backward_finalize(int64_t planes, int chunks, const float* parti
 }
 
 template <typename T>
-__global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* dy, const T* y,
-                               const T* x, const float* mean, const float* rstd, const float* weight,
-                               ActSpec act, const float* sum_dz, const float* sum_dz_xhat, T* dx, T* dz_out) {
+__global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* dy, const T* y, const T* x,
+                               const float* mean, const float* rstd, const float* weight, ActSpec act,
+                               const float* sum_dz, const float* sum_dz_xhat, T* dx, T* dz_out) {
   const Place p = place(s, tc, rows);
   if (!p.active) return;
   const float m = x ? mean[p.plane] : 0.f, rs = rstd[p.plane];
@@ -272,10 +271,10 @@ void forward_typed(const NormShape& s, const void* x, const float* w, const floa
   const T* xt = static_cast<const T*>(x);
   forward_stats<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, xt, ws);
   const int64_t planes = s.n * s.c;
-  forward_finalize<T><<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(s, t.chunks, xt, ws, eps,
-                                                                                      mean, rstd);
-  forward_apply<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, xt, w, b,
-                                                  static_cast<const T*>(r), act, mean, rstd, static_cast<T*>(y));
+  forward_finalize<T>
+      <<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(s, t.chunks, xt, ws, eps, mean, rstd);
+  forward_apply<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, xt, w, b, static_cast<const T*>(r),
+                                                  act, mean, rstd, static_cast<T*>(y));
 }
 
 template <typename T>
@@ -288,7 +287,7 @@ void backward_typed(const NormShape& s, const void* dy, const void* y, const voi
   backward_reduce<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, mean, rstd, act, ws);
   const int64_t planes = s.n * s.c;
   backward_finalize<<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(planes, t.chunks, ws, sum_dz,
-                                                                                    sum_dz_xhat);
+                                                                                     sum_dz_xhat);
   backward_apply<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, mean, rstd, w, act,
                                                    sum_dz, sum_dz_xhat, static_cast<T*>(dx), static_cast<T*>(dz));
 }
@@ -301,30 +300,28 @@ int64_t workspace_floats(const NormShape& shape) {
 }
 
 void instance_norm_act_forward(DType dtype, const NormShape& shape, const void* x, const float* weight,
-                               const float* bias, const void* residual, ActSpec act, float eps, void* y,
-                               float* mean, float* rstd, float* workspace, cudaStream_t stream) {
+                               const float* bias, const void* residual, ActSpec act, float eps, void* y, float* mean,
+                               float* rstd, float* workspace, cudaStream_t stream) {
   switch (dtype) {
     case DType::kFloat:
       return forward_typed<float>(shape, x, weight, bias, residual, act, eps, y, mean, rstd, workspace, stream);
     case DType::kHalf:
       return forward_typed<__half>(shape, x, weight, bias, residual, act, eps, y, mean, rstd, workspace, stream);
     case DType::kBFloat16:
-      return forward_typed<__nv_bfloat16>(shape, x, weight, bias, residual, act, eps, y, mean, rstd, workspace,
-                                          stream);
+      return forward_typed<__nv_bfloat16>(shape, x, weight, bias, residual, act, eps, y, mean, rstd, workspace, stream);
   }
 }
 
 void instance_norm_act_backward(DType dtype, const NormShape& shape, const void* dy, const void* y, const void* x,
                                 const float* mean, const float* rstd, const float* weight, ActSpec act, void* dx,
-                                void* dz, float* sum_dz, float* sum_dz_xhat, float* workspace,
-                                cudaStream_t stream) {
+                                void* dz, float* sum_dz, float* sum_dz_xhat, float* workspace, cudaStream_t stream) {
   switch (dtype) {
     case DType::kFloat:
-      return backward_typed<float>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat,
-                                   workspace, stream);
+      return backward_typed<float>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat, workspace,
+                                   stream);
     case DType::kHalf:
-      return backward_typed<__half>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat,
-                                    workspace, stream);
+      return backward_typed<__half>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat, workspace,
+                                    stream);
     case DType::kBFloat16:
       return backward_typed<__nv_bfloat16>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat,
                                            workspace, stream);

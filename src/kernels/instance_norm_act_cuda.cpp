@@ -23,7 +23,7 @@ cuda::DType dtype_of(const torch::Tensor& t) {
 
 cuda::ActSpec act_of(Activation act, double slope) {
   cuda::ActSpec a;
-  a.act = act == Activation::kReLU ? cuda::Act::kReLU
+  a.act = act == Activation::kReLU        ? cuda::Act::kReLU
           : act == Activation::kLeakyReLU ? cuda::Act::kLeakyReLU
                                           : cuda::Act::kNone;
   a.slope = static_cast<float>(slope);
@@ -78,8 +78,8 @@ torch::Tensor as_float(const torch::Tensor& t) {
 class InstanceNormActFunction : public torch::autograd::Function<InstanceNormActFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight_or_empty,
-                               const torch::Tensor& bias_or_empty, const torch::Tensor& residual_or_empty,
-                               int64_t act, double slope, double eps) {
+                               const torch::Tensor& bias_or_empty, const torch::Tensor& residual_or_empty, int64_t act,
+                               double slope, double eps) {
     const auto weight = empty_as_absent(weight_or_empty), bias = empty_as_absent(bias_or_empty),
                residual = empty_as_absent(residual_or_empty);
     NormActSpec spec;
@@ -116,8 +116,8 @@ class InstanceNormActFunction : public torch::autograd::Function<InstanceNormAct
         dtype_of(y), s, dy.data_ptr(), y.data_ptr(), x.defined() ? x.data_ptr() : nullptr, mean.data_ptr<float>(),
         rstd.data_ptr<float>(), ptr_or_null(w32),
         act_of(static_cast<Activation>(ctx->saved_data["act"].toInt()), ctx->saved_data["slope"].toDouble()),
-        dx.data_ptr(), has_residual ? dz.data_ptr() : nullptr, sum_dz.data_ptr<float>(),
-        sum_dz_xhat.data_ptr<float>(), ws.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
+        dx.data_ptr(), has_residual ? dz.data_ptr() : nullptr, sum_dz.data_ptr<float>(), sum_dz_xhat.data_ptr<float>(),
+        ws.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const auto wdtype = static_cast<c10::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
     torch::Tensor dw, db;

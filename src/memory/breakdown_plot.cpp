@@ -93,7 +93,8 @@ std::string write_components_by_batch(const std::vector<json>& breakdowns, const
   const fs::path data = png.string() + ".dat";
   write_file_atomic(data, dat.str());
   std::ostringstream gp;
-  gp << "set title " << gnuplot_quoted(title) << "\nset xlabel 'batch'\nset ylabel 'GiB at the peak'\nset key outside right\n"
+  gp << "set title " << gnuplot_quoted(title)
+     << "\nset xlabel 'batch'\nset ylabel 'GiB at the peak'\nset key outside right\n"
      << "set grid\nplot '" << data.string() << "' using 1:2 with linespoints title 'static', '' using 1:3 with "
      << "linespoints title 'batch', '' using 1:4 with linespoints title 'activations', '' using 1:5 with "
      << "linespoints title 'workspace', '' using 1:6 with linespoints title 'fragmentation'\n";

@@ -41,9 +41,12 @@ std::string fixed(double v, int digits) {
 
 std::string BudgetSpec::label() const {
   switch (kind) {
-    case BudgetKind::None: return "none";
-    case BudgetKind::Card: return card ? card->id : "card";
-    case BudgetKind::Size: return format_bytes(visible_bytes);
+    case BudgetKind::None:
+      return "none";
+    case BudgetKind::Card:
+      return card ? card->id : "card";
+    case BudgetKind::Size:
+      return format_bytes(visible_bytes);
   }
   return "none";
 }

@@ -21,12 +21,12 @@ namespace {
 // kOptionalColumns are ignored: a user adding a column of their own (a source, a price) keeps a
 // table voxfit reads.
 constexpr std::array<const char*, 14> kColumns = {
-    "id",          "name",        "memory_gb",          "cuda_visible_mib", "bandwidth_gbs",
-    "sms",         "boost_mhz",   "fp32_tflops",        "fp16_tensor_tflops", "tf32_tflops",
-    "bf16_tflops", "l2_mb",       "tdp_w",              "visible_source"};
+    "id",          "name",      "memory_gb",   "cuda_visible_mib",   "bandwidth_gbs",
+    "sms",         "boost_mhz", "fp32_tflops", "fp16_tensor_tflops", "tf32_tflops",
+    "bf16_tflops", "l2_mb",     "tdp_w",       "visible_source"};
 // Known columns a table may leave out (the default applies).
-constexpr std::array<const char*, 5> kOptionalColumns = {"inband_ecc", "base_mhz", "fp16_vector_tflops",
-                                                         "architecture", "memory_type"};
+constexpr std::array<const char*, 5> kOptionalColumns = {"inband_ecc", "base_mhz", "fp16_vector_tflops", "architecture",
+                                                         "memory_type"};
 
 bool is_known_column(const std::string& name) {
   return std::find(kColumns.begin(), kColumns.end(), name) != kColumns.end() ||
@@ -64,7 +64,8 @@ std::vector<std::string> split_fields(const std::string& line, const std::string
         }
         field += line[i++];
       }
-      if (!closed) throw IoError(where + ": the quote opened at character " + std::to_string(open + 1) + " is not closed");
+      if (!closed)
+        throw IoError(where + ": the quote opened at character " + std::to_string(open + 1) + " is not closed");
       while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
       if (i < line.size() && line[i] != ',')
         throw IoError(where + ": text after the quoted field that ends at character " + std::to_string(i));
@@ -161,7 +162,9 @@ class RowReader {
   std::string id() const {
     const std::string& s = text("id");
     bool ok = !s.empty();
-    for (char c : s) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    for (char c : s)
+      ok = ok &&
+           (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
     if (!ok)
       throw IoError(at_.where(index_.at("id"), "id") + ": '" + s +
                     "' is not a card id (lower-case letters, digits and '_', as --card takes it)");

@@ -40,9 +40,7 @@ struct CpuBudgetState {
   }
   void release(std::uint64_t n) { current.fetch_sub(n, std::memory_order_relaxed); }
 
-  CpuAllocatorStats stats() const {
-    return {cap, current.load(), peak.load(), allocations.load(), ooms.load()};
-  }
+  CpuAllocatorStats stats() const { return {cap, current.load(), peak.load(), allocations.load(), ooms.load()}; }
 };
 
 }  // namespace detail

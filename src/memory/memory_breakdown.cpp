@@ -31,8 +31,8 @@ Activations activations_at_peak(const MemoryProfile& p) {
   };
   const Phase phase = p.peak_phase.value_or(Phase::Validation);
   if (phase == Phase::Forward && !p.peak_block.empty()) {
-    const auto it = std::find_if(p.blocks.begin(), p.blocks.end(),
-                                 [&](const BlockMemory& b) { return b.name == p.peak_block; });
+    const auto it =
+        std::find_if(p.blocks.begin(), p.blocks.end(), [&](const BlockMemory& b) { return b.name == p.peak_block; });
     add_blocks(static_cast<std::size_t>(it - p.blocks.begin()));
     a.base = it == p.blocks.end() ? f1 : as_signed(it->start);
   } else if (phase == Phase::Forward || phase == Phase::Backward) {
@@ -65,9 +65,9 @@ std::int64_t MemoryBreakdown::part_bytes(const std::string& group) const {
 }
 
 double MemoryBreakdown::unattributed_share() const {
-  return peak_allocated == 0 ? 0.0
-                             : static_cast<double>(std::llabs(part_bytes("unattributed"))) /
-                                   static_cast<double>(peak_allocated);
+  return peak_allocated == 0
+             ? 0.0
+             : static_cast<double>(std::llabs(part_bytes("unattributed"))) / static_cast<double>(peak_allocated);
 }
 
 MemoryBreakdown make_breakdown(const MemoryProfile& p, const StaticInventory& statics, std::uint64_t batch_bytes,
@@ -109,8 +109,7 @@ nlohmann::json MemoryBreakdown::to_json() const {
     sum += p.bytes;
   }
   nlohmann::json phases_json = nlohmann::json::object();
-  for (std::size_t i = 0; i < kPhaseCount; ++i)
-    phases_json[to_string(static_cast<Phase>(i))] = phases[i].allocated;
+  for (std::size_t i = 0; i < kPhaseCount; ++i) phases_json[to_string(static_cast<Phase>(i))] = phases[i].allocated;
   return {{"device", device},
           {"batch", batch},
           {"peak_allocated", peak_allocated},
@@ -141,7 +140,8 @@ std::vector<std::pair<std::string, double>> bar_segments(const nlohmann::json& b
     if (p.at("group") == "static") statics += p.at("bytes").get<double>();
   out.emplace_back("static", statics);
   for (const auto& p : breakdown.at("parts"))
-    if (p.at("group") != "static") out.emplace_back(p.at("name").get<std::string>(), std::max(0.0, p.at("bytes").get<double>()));
+    if (p.at("group") != "static")
+      out.emplace_back(p.at("name").get<std::string>(), std::max(0.0, p.at("bytes").get<double>()));
   out.emplace_back("fragmentation", breakdown.value("fragmentation", 0.0));
   out.emplace_back("headroom", breakdown.value("headroom", 0.0));
   return out;

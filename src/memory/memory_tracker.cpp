@@ -13,10 +13,14 @@ namespace voxfit::memory {
 
 std::string to_string(Phase phase) {
   switch (phase) {
-    case Phase::Forward: return "forward";
-    case Phase::Backward: return "backward";
-    case Phase::OptimizerStep: return "optimizer_step";
-    case Phase::Validation: return "validation";
+    case Phase::Forward:
+      return "forward";
+    case Phase::Backward:
+      return "backward";
+    case Phase::OptimizerStep:
+      return "optimizer_step";
+    case Phase::Validation:
+      return "validation";
   }
   return "unknown";
 }
@@ -55,15 +59,24 @@ namespace {
 
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "float32";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kDouble: return "float64";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kBool: return "bool";
-    case at::kByte: return "uint8";
-    default: return c10::toString(t);
+    case at::kFloat:
+      return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kDouble:
+      return "float64";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    case at::kBool:
+      return "bool";
+    case at::kByte:
+      return "uint8";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -213,7 +226,8 @@ void MemoryTracker::leave_block(const std::string& name) {
   const auto retained = static_cast<std::int64_t>(r.allocated) - static_cast<std::int64_t>(block_start_);
   auto it = std::find_if(profile_.blocks.begin(), profile_.blocks.end(),
                          [&](const BlockMemory& b) { return b.name == name; });
-  if (it == profile_.blocks.end()) it = profile_.blocks.insert(profile_.blocks.end(), BlockMemory{name, retained, block_start_, 0});
+  if (it == profile_.blocks.end())
+    it = profile_.blocks.insert(profile_.blocks.end(), BlockMemory{name, retained, block_start_, 0});
   if (retained > it->retained) {
     it->retained = retained;
     it->start = block_start_;

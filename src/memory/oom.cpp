@@ -19,9 +19,7 @@ constexpr const char* kOomPhrases[] = {"out of memory", "CUBLAS_STATUS_ALLOC_FAI
                                        "not enough memory", "can't allocate memory"};
 
 #if defined(VOXFIT_WITH_CUDA)
-int cuda_index(const c10::Device& device) {
-  return device.has_index() ? device.index() : 0;
-}
+int cuda_index(const c10::Device& device) { return device.has_index() ? device.index() : 0; }
 #endif
 
 }  // namespace

@@ -70,8 +70,8 @@ torch::Tensor sdpa_attention(const torch::Tensor& q, const torch::Tensor& k, con
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& bias, const torch::Tensor& mask, AttentionMode mode) {
   TORCH_CHECK(q.dim() >= 4 && k.dim() == q.dim() && v.dim() == q.dim(),
-              "attention: q, k, v must be [B, heads..., L, D] of one rank, got ", q.sizes(), ", ",
-              k.sizes(), ", ", v.sizes());
+              "attention: q, k, v must be [B, heads..., L, D] of one rank, got ", q.sizes(), ", ", k.sizes(), ", ",
+              v.sizes());
   if (resolve_attention(mode) == AttentionMode::kSdpa) return sdpa_attention(q, k, v, bias, mask);
   return math_attention(q, k, v, bias, mask);
 }

@@ -1,8 +1,8 @@
 #include "voxfit/models/checkpoint.h"
 
+#include <c10/util/strides.h>
 #include <torch/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <c10/util/strides.h>
 
 #include "voxfit/core/torch_compat.h"
 
@@ -64,8 +64,7 @@ struct Recompute : torch::CustomClassHolder {
 };
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                at::TensorList inputs,
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList inputs,
                                                 c10::intrusive_ptr<Recompute> recompute) {
     std::vector<torch::Tensor> real(inputs.begin(), inputs.begin() + recompute->real_inputs);
     auto outputs = recompute->call(real);
@@ -77,8 +76,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const auto recompute =
-        c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data["recompute"].toCapsule());
+    const auto recompute = c10::static_intrusive_pointer_cast<Recompute>(ctx->saved_data["recompute"].toCapsule());
     std::vector<torch::Tensor> detached;
     detached.reserve(recompute->real_inputs);
     for (size_t i = 0; i < recompute->real_inputs; ++i) {
@@ -160,11 +158,8 @@ std::vector<torch::Tensor> checkpoint(const BlockFn& fn, const std::vector<torch
   return CheckpointFunction::apply(at::TensorList(all), recompute);
 }
 
-torch::Tensor checkpoint(const std::function<torch::Tensor(const torch::Tensor&)>& fn,
-                         const torch::Tensor& x) {
-  return checkpoint([fn](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> {
-                      return {fn(in[0])};
-                    },
+torch::Tensor checkpoint(const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& x) {
+  return checkpoint([fn](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> { return {fn(in[0])}; },
                     {x})[0];
 }
 
@@ -185,8 +180,7 @@ torch::Tensor alias_for_grad(const torch::Tensor& x) {
 }  // namespace
 
 torch::Tensor maybe_checkpoint(bool enabled, bool training,
-                               const std::function<torch::Tensor(const torch::Tensor&)>& fn,
-                               const torch::Tensor& x) {
+                               const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& x) {
   if (!training || !torch::GradMode::is_enabled()) return fn(x);
   if (enabled) return checkpoint(fn, x);
   return fn(alias_for_grad(x));

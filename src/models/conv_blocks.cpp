@@ -10,8 +10,8 @@ ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) : act_(o.act()), stride_
   check_act_name(act_);
   for (int64_t i = 0; i < o.num_convs(); ++i) {
     const auto n = std::to_string(i);
-    convs_.push_back(make_conv(o.spatial_dims(), {i == 0 ? o.in() : o.out(), o.out(), o.kernel(),
-                                                  i == 0 ? o.stride() : 1, o.bias(), false}));
+    convs_.push_back(make_conv(
+        o.spatial_dims(), {i == 0 ? o.in() : o.out(), o.out(), o.kernel(), i == 0 ? o.stride() : 1, o.bias(), false}));
     norms_.push_back(make_norm(o.norm(), o.spatial_dims(), o.out()));
     register_module("conv" + n, convs_.back().ptr());
     register_module("norm" + n, norms_.back().ptr());

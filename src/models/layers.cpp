@@ -28,10 +28,10 @@ torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& s) {
   TORCH_CHECK(spatial_dims == 2 || spatial_dims == 3, "make_conv: spatial_dims must be 2 or 3");
   if (s.transposed) {
     if (spatial_dims == 3)
-      return nn::AnyModule(nn::ConvTranspose3d(
-          nn::ConvTranspose3dOptions(s.in, s.out, s.kernel).stride(s.stride).bias(s.bias)));
-    return nn::AnyModule(nn::ConvTranspose2d(
-        nn::ConvTranspose2dOptions(s.in, s.out, s.kernel).stride(s.stride).bias(s.bias)));
+      return nn::AnyModule(
+          nn::ConvTranspose3d(nn::ConvTranspose3dOptions(s.in, s.out, s.kernel).stride(s.stride).bias(s.bias)));
+    return nn::AnyModule(
+        nn::ConvTranspose2d(nn::ConvTranspose2dOptions(s.in, s.out, s.kernel).stride(s.stride).bias(s.bias)));
   }
   const int64_t padding = conv_padding(s.kernel, s.stride);
   if (spatial_dims == 3)
@@ -68,8 +68,7 @@ bool is_norm_name(const std::string& name) {
   return name == "instance" || name == "instance_affine" || name == "batch" || name == "none";
 }
 
-torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_t channels,
-                               const std::string& what) {
+torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_t channels, const std::string& what) {
   if (!is_norm_name(name))
     throw ConfigError(what + ": expected instance, instance_affine, batch or none, got '" + name + "'");
   if (name == "none") return nn::AnyModule(nn::Identity());
@@ -78,8 +77,7 @@ torch::nn::AnyModule make_norm(const std::string& name, int spatial_dims, int64_
     return nn::AnyModule(nn::BatchNorm2d(channels));
   }
   const bool affine = name == "instance_affine";
-  if (spatial_dims == 3)
-    return nn::AnyModule(nn::InstanceNorm3d(nn::InstanceNorm3dOptions(channels).affine(affine)));
+  if (spatial_dims == 3) return nn::AnyModule(nn::InstanceNorm3d(nn::InstanceNorm3dOptions(channels).affine(affine)));
   return nn::AnyModule(nn::InstanceNorm2d(nn::InstanceNorm2dOptions(channels).affine(affine)));
 }
 

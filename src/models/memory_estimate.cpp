@@ -22,14 +22,22 @@ std::int64_t total_bytes(const DtypeByteCounts& bytes) {
 
 std::string dtype_name(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::kFloat: return "float32";
-    case c10::kHalf: return "float16";
-    case c10::kBFloat16: return "bfloat16";
-    case c10::kDouble: return "float64";
-    case c10::kLong: return "int64";
-    case c10::kInt: return "int32";
-    case c10::kBool: return "bool";
-    default: return c10::toString(dtype);
+    case c10::kFloat:
+      return "float32";
+    case c10::kHalf:
+      return "float16";
+    case c10::kBFloat16:
+      return "bfloat16";
+    case c10::kDouble:
+      return "float64";
+    case c10::kLong:
+      return "int64";
+    case c10::kInt:
+      return "int32";
+    case c10::kBool:
+      return "bool";
+    default:
+      return c10::toString(dtype);
   }
 }
 
@@ -152,8 +160,8 @@ ScalarType up_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t vo
   return unet_block(t, 2 * out, out, voxels, cat, residual);
 }
 
-ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std::int64_t>& shape, ScalarType c, const KernelPaths& paths,
-                                   CheckpointMode mode) {
+ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std::int64_t>& shape, ScalarType c,
+                                   const KernelPaths& paths, CheckpointMode mode) {
   const auto& o = net.options();
   Tally t(c, shape[0], paths);
   std::vector<std::int64_t> features;
@@ -218,28 +226,28 @@ void attention_half(Tally& t, std::int64_t queries, std::int64_t keys, std::int6
   const std::int64_t tc = queries * hidden;
   linear_after_norm(t, 3 * hidden * hidden + (qkv_bias ? 3 * hidden : 0), tc);
   if (resolve_attention(attention) == AttentionMode::kSdpa) {
-    t.keep(3 * tc, c);                // qkv: q, k, v are views of it
-    t.keep(tc, c);                    // the attention output
-    t.keep(heads * queries, f32);     // its log-sum-exp
+    t.keep(3 * tc, c);             // qkv: q, k, v are views of it
+    t.keep(tc, c);                 // the attention output
+    t.keep(heads * queries, f32);  // its log-sum-exp
     t.keep_unbatched(bias_elements, c);
   } else {
-    t.keep(3 * tc, c);                // matmul's contiguous copies of q * scale, k^T and v
-    t.keep(heads * queries * keys, f32);  // softmax output
+    t.keep(3 * tc, c);                                    // matmul's contiguous copies of q * scale, k^T and v
+    t.keep(heads * queries * keys, f32);                  // softmax output
     if (t.autocast()) t.keep(heads * queries * keys, c);  // its cast for the second matmul
   }
-  t.keep(tc, c);                      // [tokens, C] copy the projection reads
+  t.keep(tc, c);  // [tokens, C] copy the projection reads
   t.matmul_layer(hidden * hidden + hidden, tc, c);
 }
 
 // x + attention, then the pre-norm MLP and its residual add; both sums in the stream's dtype.
 void mlp_half(Tally& t, std::int64_t tokens, std::int64_t hidden, std::int64_t mlp, ScalarType stream) {
   const std::int64_t tc = tokens * hidden;
-  t.keep(tc, stream);                 // x + attention: the second norm's input
+  t.keep(tc, stream);  // x + attention: the second norm's input
   pre_norm(t, tokens, hidden, stream);
   linear_after_norm(t, hidden * mlp + mlp, tc);
   t.keep(2 * tokens * mlp, t.compute());  // fc1 output (GELU's input) and GELU's output (fc2's)
   t.matmul_layer(mlp * hidden + hidden, tokens * mlp, t.compute());
-  t.keep(tc, stream);                 // the block's output
+  t.keep(tc, stream);  // the block's output
 }
 
 // One pre-norm transformer block on `tokens` x `hidden` float32 tokens (UNETR's ViT).
@@ -250,8 +258,8 @@ void transformer_block(Tally& t, std::int64_t tokens, std::int64_t hidden, std::
   mlp_half(t, tokens, hidden, mlp, c10::kFloat);
 }
 
-ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::int64_t>& shape, ScalarType c, const KernelPaths& paths,
-                                  CheckpointMode mode) {
+ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::int64_t>& shape, ScalarType c,
+                                  const KernelPaths& paths, CheckpointMode mode) {
   const auto& o = net.options();
   Tally t(c, shape[0], paths);
   const std::int64_t p = UNETRImpl::kPatch, f = o.feature_size(), hidden = o.hidden_size(), k = o.num_classes();
@@ -280,8 +288,10 @@ ActivationEstimate estimate_unetr(const UNETRImpl& net, const std::vector<std::i
     unet_block(t, in, out, v, dt, o.res_block());
   };
   t.block("encoder1");
-  if (rest) t.keep(f * voxels, t.compute());
-  else block(o.in_channels(), f, voxels, c10::kFloat);
+  if (rest)
+    t.keep(f * voxels, t.compute());
+  else
+    block(o.in_channels(), f, voxels, c10::kFloat);
   for (int e = 2; e <= 4; ++e) {
     const std::int64_t out = f << (e - 1), layers = 4 - e;
     t.block("encoder" + std::to_string(e));
@@ -323,8 +333,8 @@ std::int64_t product(const Size3& s) { return s[0] * s[1] * s[2]; }
 // compute dtype: convolution and linear outputs and their sums), its blocks and patch merging.
 // A shifted stage's attention mask [windows, n, n] (float32) is made on the first forward and then
 // cached by the module; it is charged here, as the tracker's largest step (the first) sees it.
-void swin_stage(Tally& t, const SwinUNETROptions& o, std::size_t stage, const Size3& size, std::int64_t dim,
-                bool main, bool rest) {
+void swin_stage(Tally& t, const SwinUNETROptions& o, std::size_t stage, const Size3& size, std::int64_t dim, bool main,
+                bool rest) {
   const ScalarType c = t.compute();
   const std::int64_t w = o.window_size(), tokens = product(size), mlp = static_cast<std::int64_t>(dim * o.mlp_ratio());
   const auto [window, shift] = window_and_shift(size, {w, w, w}, {w / 2, w / 2, w / 2});
@@ -357,8 +367,8 @@ void swin_stage(Tally& t, const SwinUNETROptions& o, std::size_t stage, const Si
   linear_after_norm(t, 8 * dim * 2 * dim, tokens * dim);
 }
 
-ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vector<std::int64_t>& shape,
-                                       ScalarType c, const KernelPaths& paths, CheckpointMode mode) {
+ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vector<std::int64_t>& shape, ScalarType c,
+                                       const KernelPaths& paths, CheckpointMode mode) {
   const auto& o = net.options();
   if (o.use_v2()) throw UnsupportedError("no analytic memory model for swin_unetr with use_v2");
   Tally t(c, shape[0], paths);
@@ -377,8 +387,10 @@ ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vect
       if (merged) t.keep(elements, c);
       return c;
     }
-    if (t.autocast()) t.keep(elements, f32);
-    else if (merged && !rest) t.keep(elements, c);
+    if (t.autocast())
+      t.keep(elements, f32);
+    else if (merged && !rest)
+      t.keep(elements, c);
     t.layer_norm(elements / channels);
     t.keep(elements, f32);
     return f32;
@@ -410,13 +422,17 @@ ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vect
     std::int64_t in, out;
     int level;
     ScalarType skip;
-  } ups[] = {{"decoder5", 16 * f, 8 * f, 4, dtypes[3]}, {"decoder4", 8 * f, 4 * f, 3, e3},
-             {"decoder3", 4 * f, 2 * f, 2, e2},        {"decoder2", 2 * f, f, 1, e1},
+  } ups[] = {{"decoder5", 16 * f, 8 * f, 4, dtypes[3]},
+             {"decoder4", 8 * f, 4 * f, 3, e3},
+             {"decoder3", 4 * f, 2 * f, 2, e2},
+             {"decoder2", 2 * f, f, 1, e1},
              {"decoder1", f, f, 0, e0}};
   for (const auto& up : ups) {
     t.block(up.name);
-    if (rest) t.keep(up.out * at(up.level), c);
-    else dec = up_block(t, up.in, up.out, at(up.level), dec, up.skip, true);
+    if (rest)
+      t.keep(up.out * at(up.level), c);
+    else
+      dec = up_block(t, up.in, up.out, at(up.level), dec, up.skip, true);
   }
   t.block("out");
   t.matmul_layer(conv_weights(f, o.num_classes(), 1, true), f * voxels, dec);
@@ -426,8 +442,8 @@ ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vect
 
 namespace {
 
-ActivationEstimate walk(const NetworkImpl& net, const std::vector<std::int64_t>& shape, ScalarType compute, const KernelPaths& paths,
-                        std::optional<CheckpointMode> override_mode) {
+ActivationEstimate walk(const NetworkImpl& net, const std::vector<std::int64_t>& shape, ScalarType compute,
+                        const KernelPaths& paths, std::optional<CheckpointMode> override_mode) {
   if (const auto* unet = dynamic_cast<const UNet3DImpl*>(&net))
     return estimate_unet3d(*unet, shape, compute, paths, override_mode.value_or(unet->options().checkpoint()));
   if (const auto* unetr = dynamic_cast<const UNETRImpl*>(&net))

@@ -83,8 +83,10 @@ Name transformer_block(const Parts& p, size_t i, const std::string& attn_out) {
 Name up_block(const Parts& p, size_t i) {
   if (p.size() < i + 2) return std::nullopt;
   Name rest;
-  if (p[i] == "transp_conv") rest = conv_param(p, i + 1);
-  else if (p[i] == "conv_block") rest = unet_block(p, i + 1);
+  if (p[i] == "transp_conv")
+    rest = conv_param(p, i + 1);
+  else if (p[i] == "conv_block")
+    rest = unet_block(p, i + 1);
   return rest ? std::optional<std::string>(p[i] + "." + *rest) : std::nullopt;
 }
 
@@ -189,8 +191,10 @@ bool has_monai_names(const std::string& model) { return model == "unetr" || mode
 std::string monai_name(const std::string& model, const std::string& name) {
   const Parts p = split(name);
   Name mapped;
-  if (model == "unetr") mapped = unetr(p);
-  else if (model == "swin_unetr") mapped = swin_unetr(p);
+  if (model == "unetr")
+    mapped = unetr(p);
+  else if (model == "swin_unetr")
+    mapped = swin_unetr(p);
   return mapped.value_or(name);
 }
 

@@ -25,18 +25,24 @@ CheckpointMode parse_checkpoint(const std::string& text, const std::string& what
 
 std::string to_string(AttentionMode mode) {
   switch (mode) {
-    case AttentionMode::kMath: return "math";
-    case AttentionMode::kSdpa: return "sdpa";
-    case AttentionMode::kAuto: break;
+    case AttentionMode::kMath:
+      return "math";
+    case AttentionMode::kSdpa:
+      return "sdpa";
+    case AttentionMode::kAuto:
+      break;
   }
   return "auto";
 }
 
 std::string to_string(CheckpointMode mode) {
   switch (mode) {
-    case CheckpointMode::kBlocks: return "blocks";
-    case CheckpointMode::kAll: return "all";
-    case CheckpointMode::kNone: break;
+    case CheckpointMode::kBlocks:
+      return "blocks";
+    case CheckpointMode::kAll:
+      return "all";
+    case CheckpointMode::kNone:
+      break;
   }
   return "none";
 }
@@ -69,8 +75,7 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
   return s.str();
 }
 
-void check_channels(const std::string& net, const std::vector<int64_t>& shape, int spatial_dims,
-                    int64_t channels) {
+void check_channels(const std::string& net, const std::vector<int64_t>& shape, int spatial_dims, int64_t channels) {
   const std::string layout = spatial_dims == 3 ? "[B, C, D, H, W]" : "[B, C, H, W]";
   if (static_cast<int>(shape.size()) != spatial_dims + 2)
     throw ModelError(net + ": input " + shape_to_string(shape) + " must be " + layout);
@@ -94,8 +99,8 @@ void check_divisible(const std::string& net, const std::vector<int64_t>& shape, 
     }
   }
   if (!bad.empty())
-    throw ModelError(net + ": spatial size " + bad + " of input " + shape_to_string(shape) +
-                     " is not divisible by " + std::to_string(divisor) + " (" + why + ")");
+    throw ModelError(net + ": spatial size " + bad + " of input " + shape_to_string(shape) + " is not divisible by " +
+                     std::to_string(divisor) + " (" + why + ")");
 }
 
 void check_patch(const std::string& net, const std::vector<int64_t>& patch, size_t dims, int64_t divisor,
@@ -104,16 +109,16 @@ void check_patch(const std::string& net, const std::vector<int64_t>& patch, size
     throw ModelError(net + ": patch " + shape_to_string(patch) + " needs " + std::to_string(dims) + " sizes");
   for (const int64_t s : patch)
     if (s < 1 || s % divisor != 0)
-      throw ModelError(net + ": patch " + shape_to_string(patch) + " is not divisible by " +
-                       std::to_string(divisor) + " (" + why + ")");
+      throw ModelError(net + ": patch " + shape_to_string(patch) + " is not divisible by " + std::to_string(divisor) +
+                       " (" + why + ")");
 }
 
 void check_spatial_equals(const std::string& net, const std::vector<int64_t>& shape,
                           const std::vector<int64_t>& expected, const std::string& why) {
   const std::vector<int64_t> spatial(shape.begin() + 2, shape.end());
   if (spatial != expected)
-    throw ModelError(net + ": input " + shape_to_string(shape) + " has spatial size " +
-                     shape_to_string(spatial) + ", expected " + shape_to_string(expected) + " (" + why + ")");
+    throw ModelError(net + ": input " + shape_to_string(shape) + " has spatial size " + shape_to_string(spatial) +
+                     ", expected " + shape_to_string(expected) + " (" + why + ")");
 }
 
 }  // namespace voxfit::models

@@ -8,12 +8,12 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 #include "voxfit/models/blocks/layers.h"
-#include "voxfit/models/network.h"
 #include "voxfit/models/nets/resnet.h"
 #include "voxfit/models/nets/swin_unetr.h"
 #include "voxfit/models/nets/unet3d.h"
 #include "voxfit/models/nets/unetr.h"
 #include "voxfit/models/nets/vit.h"
+#include "voxfit/models/network.h"
 
 namespace voxfit::models {
 
@@ -106,18 +106,19 @@ class Params {
 
 ModelEntry unet3d_entry() {
   const UNet3DOptions d;
-  ModelEntry e{"unet3d",
-               "nnU-Net v2 3d_fullres PlainConvUNet (32-64-128-256-320-320, deep supervision)",
-               TaskKind::kSegmentation3d,
-               {{"stages", text(d.stages()), "resolution stages of the UNet (input divisible by 2^(stages-1))"},
-                {"base_features", text(d.base_features()), "features of the first UNet stage, doubled per stage"},
-                {"max_features", text(d.max_features()), "cap on the UNet's features per stage"},
-                {"convs_per_stage", text(d.convs_per_stage()), "conv-norm-LeakyReLU units per UNet stage"},
-                {"deep_supervision", text(d.deep_supervision()), "UNet returns every decoder stage's logits while training"},
-                {"norm_name", d.norm(), "normalisation: instance, instance_affine, batch or none"}},
-               nullptr,
-               ModelContext{},
-               31205254};
+  ModelEntry e{
+      "unet3d",
+      "nnU-Net v2 3d_fullres PlainConvUNet (32-64-128-256-320-320, deep supervision)",
+      TaskKind::kSegmentation3d,
+      {{"stages", text(d.stages()), "resolution stages of the UNet (input divisible by 2^(stages-1))"},
+       {"base_features", text(d.base_features()), "features of the first UNet stage, doubled per stage"},
+       {"max_features", text(d.max_features()), "cap on the UNet's features per stage"},
+       {"convs_per_stage", text(d.convs_per_stage()), "conv-norm-LeakyReLU units per UNet stage"},
+       {"deep_supervision", text(d.deep_supervision()), "UNet returns every decoder stage's logits while training"},
+       {"norm_name", d.norm(), "normalisation: instance, instance_affine, batch or none"}},
+      nullptr,
+      ModelContext{},
+      31205254};
   const auto declared = e.params;
   e.make = [declared](const ModelContext& ctx) -> Network {
     const Params p("unet3d", declared, ctx);
@@ -282,8 +283,8 @@ ModelEntry vit_entry() {
 }  // namespace
 
 const std::vector<ModelEntry>& registry() {
-  static const std::vector<ModelEntry> entries = {unet3d_entry(), unetr_entry(), swin_unetr_entry(),
-                                                  resnet50_entry(), vit_entry()};
+  static const std::vector<ModelEntry> entries = {unet3d_entry(), unetr_entry(), swin_unetr_entry(), resnet50_entry(),
+                                                  vit_entry()};
   return entries;
 }
 
@@ -311,8 +312,8 @@ Network make_model(const std::string& name, const ModelContext& ctx) {
   if (ctx.num_classes < 1) throw ConfigError("--classes must be >= 1, got " + std::to_string(ctx.num_classes));
   const size_t dims = entry.task == TaskKind::kSegmentation3d ? 3 : 2;
   if (ctx.patch.size() != dims)
-    throw ModelError(name + ": patch " + shape_to_string(ctx.patch) + " needs " + std::to_string(dims) +
-                     " sizes (" + to_string(entry.task) + ")");
+    throw ModelError(name + ": patch " + shape_to_string(ctx.patch) + " needs " + std::to_string(dims) + " sizes (" +
+                     to_string(entry.task) + ")");
   Network net = entry.make(ctx);
   std::vector<int64_t> shape = {1, ctx.in_channels};
   shape.insert(shape.end(), ctx.patch.begin(), ctx.patch.end());

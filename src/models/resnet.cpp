@@ -23,8 +23,7 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
 std::vector<torch::Tensor> fold(const nn::Conv2d& c, const nn::BatchNorm2d& bn) {
   torch::NoGradGuard no_grad;
   const auto& w = c->weight;
-  const auto s = bn->weight.to(torch::kFloat) /
-                 (bn->running_var.to(torch::kFloat) + bn->options.eps()).sqrt();
+  const auto s = bn->weight.to(torch::kFloat) / (bn->running_var.to(torch::kFloat) + bn->options.eps()).sqrt();
   auto fw = (w.to(torch::kFloat) * s.view({-1, 1, 1, 1})).to(w.scalar_type()).contiguous(w.suggest_memory_format());
   auto fb = (bn->bias.to(torch::kFloat) - bn->running_mean.to(torch::kFloat) * s).to(w.scalar_type());
   return {fw, fb};
@@ -83,8 +82,7 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) : options_(o) {
   int64_t in = 64;
   for (size_t stage = 0; stage < 4; ++stage) {
     const int64_t width = 64 << stage;
-    if (o.blocks_per_stage()[stage] < 1)
-      throw ModelError("resnet50: blocks_per_stage must all be >= 1");
+    if (o.blocks_per_stage()[stage] < 1) throw ModelError("resnet50: blocks_per_stage must all be >= 1");
     for (int64_t i = 0; i < o.blocks_per_stage()[stage]; ++i) {
       const int64_t stride = (stage > 0 && i == 0) ? 2 : 1;
       blocks_.push_back(register_module("layer" + std::to_string(stage + 1) + "_" + std::to_string(i),
@@ -106,8 +104,7 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) : options_(o) {
 void ResNetImpl::check_input(const std::vector<int64_t>& shape) const {
   check_channels("resnet50", shape, 2, options_.in_channels());
   if (shape[2] < 32 || shape[3] < 32)
-    throw ModelError("resnet50: input " + shape_to_string(shape) +
-                     " is smaller than 32x32 (five stride-2 steps)");
+    throw ModelError("resnet50: input " + shape_to_string(shape) + " is smaller than 32x32 (five stride-2 steps)");
 }
 
 std::vector<torch::Tensor> ResNetImpl::forward(const torch::Tensor& input) {
@@ -116,14 +113,14 @@ std::vector<torch::Tensor> ResNetImpl::forward(const torch::Tensor& input) {
   const bool train = is_training();
   const auto stem = [this, train](const torch::Tensor& in) {
     if (!folded_stem_.empty() && !train)
-      return torch::max_pool2d(
-          kernels::conv2d_bias_act(in, folded_stem_[0], folded_stem_[1], {}, 2, 3, true), 3, 2, 1);
+      return torch::max_pool2d(kernels::conv2d_bias_act(in, folded_stem_[0], folded_stem_[1], {}, 2, 3, true), 3, 2, 1);
     return torch::max_pool2d(torch::relu(bn1_(conv1_(in))), 3, 2, 1);
   };
   auto h = maybe_checkpoint(checkpoints(options_.checkpoint(), false), train, stem, x);
   const bool main = checkpoints(options_.checkpoint(), true);
   for (auto& block : blocks_)
-    h = maybe_checkpoint(main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
+    h = maybe_checkpoint(
+        main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
   return {fc_(h.mean({2, 3}))};
 }
 

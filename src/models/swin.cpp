@@ -53,9 +53,7 @@ std::vector<int64_t> axis_regions(int64_t length, int64_t window, int64_t shift)
   return r;
 }
 
-torch::Tensor axis_tensor(const std::vector<int64_t>& v) {
-  return torch::tensor(v, torch::kLong);
-}
+torch::Tensor axis_tensor(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); }
 
 }  // namespace
 
@@ -71,8 +69,7 @@ torch::Tensor shifted_window_mask(const Size3& padded, const Size3& window, cons
   return (diff != 0).to(torch::kFloat) * -100.0f;
 }
 
-WindowAttentionImpl::WindowAttentionImpl(int64_t dim, int64_t heads, const Size3& w, bool qkv_bias,
-                                         AttentionMode mode)
+WindowAttentionImpl::WindowAttentionImpl(int64_t dim, int64_t heads, const Size3& w, bool qkv_bias, AttentionMode mode)
     : heads_(heads), mode_(mode) {
   if (heads < 1 || dim % heads != 0)
     throw ModelError("swin_unetr: stage width " + std::to_string(dim) + " is not divisible by its " +
@@ -87,8 +84,8 @@ WindowAttentionImpl::WindowAttentionImpl(int64_t dim, int64_t heads, const Size3
     const int64_t di = i / (w[1] * w[2]), hi = i / w[2] % w[1], wi = i % w[2];
     for (int64_t j = 0; j < n; ++j) {
       const int64_t dj = j / (w[1] * w[2]), hj = j / w[2] % w[1], wj = j % w[2];
-      acc[i][j] = (di - dj + w[0] - 1) * (2 * w[1] - 1) * (2 * w[2] - 1) +
-                  (hi - hj + w[1] - 1) * (2 * w[2] - 1) + (wi - wj + w[2] - 1);
+      acc[i][j] = (di - dj + w[0] - 1) * (2 * w[1] - 1) * (2 * w[2] - 1) + (hi - hj + w[1] - 1) * (2 * w[2] - 1) +
+                  (wi - wj + w[2] - 1);
     }
   }
   index_ = register_buffer("relative_position_index", index);
@@ -106,8 +103,8 @@ torch::Tensor WindowAttentionImpl::forward(const torch::Tensor& x, const torch::
   if (mask.defined()) {
     const int64_t windows = mask.size(0);
     const std::vector<int64_t> grouped = {b / windows, windows, heads_, n, hd};
-    out = attention(qkv[0].reshape(grouped), qkv[1].reshape(grouped), qkv[2].reshape(grouped), bias,
-                    mask.unsqueeze(1), mode_)
+    out = attention(qkv[0].reshape(grouped), qkv[1].reshape(grouped), qkv[2].reshape(grouped), bias, mask.unsqueeze(1),
+                    mode_)
               .reshape({b, heads_, n, hd});
   } else {
     out = attention(qkv[0], qkv[1], qkv[2], bias, {}, mode_);
@@ -115,8 +112,8 @@ torch::Tensor WindowAttentionImpl::forward(const torch::Tensor& x, const torch::
   return apply_linear(proj_, out.transpose(1, 2).reshape({b, n, c}));
 }
 
-SwinBlockImpl::SwinBlockImpl(int64_t dim, int64_t heads, const Size3& window, const Size3& shift,
-                             double mlp_ratio, bool qkv_bias, AttentionMode mode)
+SwinBlockImpl::SwinBlockImpl(int64_t dim, int64_t heads, const Size3& window, const Size3& shift, double mlp_ratio,
+                             bool qkv_bias, AttentionMode mode)
     : window_(window), shift_(shift) {
   norm1_ = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({dim})));
   attn_ = register_module("attn", WindowAttention(dim, heads, window, qkv_bias, mode));
@@ -159,18 +156,17 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
     return y.index({Slice(), Slice(i, None, 2), Slice(j, None, 2), Slice(k, None, 2), Slice()});
   };
   // MONAI keeps v0.9's order, which repeats two neighbours and drops two, for its pretrained weights.
-  y = torch::cat({at(0, 0, 0), at(1, 0, 0), at(0, 1, 0), at(0, 0, 1), at(1, 0, 1), at(0, 1, 0),
-                  at(0, 0, 1), at(1, 1, 1)},
-                 -1);
+  y = torch::cat(
+      {at(0, 0, 0), at(1, 0, 0), at(0, 1, 0), at(0, 0, 1), at(1, 0, 1), at(0, 1, 0), at(0, 0, 1), at(1, 1, 1)}, -1);
   return apply_linear(reduction_, norm_(y));
 }
 
 SwinTransformerImpl::SwinTransformerImpl(const SwinTransformerOptions& o) : options_(o) {
   if (o.depths().size() != 4 || o.num_heads().size() != 4)
-    throw ModelError("swin_unetr: depths and num_heads need 4 stages each, got " +
-                     std::to_string(o.depths().size()) + " and " + std::to_string(o.num_heads().size()));
-  patch_embed_ = register_module(
-      "patch_embed", nn::Conv3d(nn::Conv3dOptions(o.in_channels(), o.embed_dim(), 2).stride(2)));
+    throw ModelError("swin_unetr: depths and num_heads need 4 stages each, got " + std::to_string(o.depths().size()) +
+                     " and " + std::to_string(o.num_heads().size()));
+  patch_embed_ =
+      register_module("patch_embed", nn::Conv3d(nn::Conv3dOptions(o.in_channels(), o.embed_dim(), 2).stride(2)));
   const Size3 window = {o.window_size(), o.window_size(), o.window_size()};
   const Size3 half = {o.window_size() / 2, o.window_size() / 2, o.window_size() / 2};
   for (size_t stage = 0; stage < 4; ++stage) {
@@ -182,8 +178,8 @@ SwinTransformerImpl::SwinTransformerImpl(const SwinTransformerOptions& o) : opti
     }
     std::vector<SwinBlock> blocks;
     for (int64_t i = 0; i < o.depths()[stage]; ++i) {
-      blocks.push_back(SwinBlock(dim, o.num_heads()[stage], window, i % 2 == 0 ? Size3{0, 0, 0} : half,
-                                 o.mlp_ratio(), o.qkv_bias(), o.attention()));
+      blocks.push_back(SwinBlock(dim, o.num_heads()[stage], window, i % 2 == 0 ? Size3{0, 0, 0} : half, o.mlp_ratio(),
+                                 o.qkv_bias(), o.attention()));
       register_module("layers" + n + "_block" + std::to_string(i), blocks.back());
     }
     blocks_.push_back(std::move(blocks));
@@ -210,17 +206,17 @@ torch::Tensor SwinTransformerImpl::run_stage(size_t stage, const torch::Tensor& 
   }
   auto y = x.permute({0, 2, 3, 4, 1});
   for (auto& block : blocks_[stage]) {
-    y = maybe_checkpoint(
-        options_.checkpoint_blocks(), is_training(),
-        [block](const std::vector<torch::Tensor>& in) mutable -> std::vector<torch::Tensor> {
-          return {block->forward(in[0], in[1])};
-        },
-        {y, mask});
+    y = maybe_checkpoint(options_.checkpoint_blocks(), is_training(),
+                         [block](const std::vector<torch::Tensor>& in) mutable -> std::vector<torch::Tensor> {
+                           return {block->forward(in[0], in[1])};
+                         },
+                         {y, mask});
   }
   y = y.reshape({b, size[0], size[1], size[2], -1});
   auto merge = merging_[stage];
-  y = maybe_checkpoint(options_.checkpoint_rest(), is_training(),
-                       [merge](const torch::Tensor& in) mutable { return merge->forward(in); }, y);
+  y = maybe_checkpoint(
+      options_.checkpoint_rest(), is_training(),
+      [merge](const torch::Tensor& in) mutable { return merge->forward(in); }, y);
   return y.permute({0, 4, 1, 2, 3});
 }
 
@@ -239,8 +235,9 @@ std::vector<torch::Tensor> SwinTransformerImpl::forward(const torch::Tensor& x) 
   for (size_t stage = 0; stage < 4; ++stage) {
     if (options_.use_v2()) {
       auto block = v2_blocks_[stage];
-      h = maybe_checkpoint(options_.checkpoint_rest(), is_training(),
-                           [block](const torch::Tensor& in) mutable { return block->forward(in); }, h.contiguous());
+      h = maybe_checkpoint(
+          options_.checkpoint_rest(), is_training(),
+          [block](const torch::Tensor& in) mutable { return block->forward(in); }, h.contiguous());
     }
     h = run_stage(stage, h.contiguous());
     emit(h);

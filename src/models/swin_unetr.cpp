@@ -70,15 +70,15 @@ std::vector<torch::Tensor> SwinUNETRImpl::forward(const torch::Tensor& input) {
     for (auto& h : hidden) h = h.contiguous(format);
   }
   const auto run = [&](UnetBlock module, const torch::Tensor& in) {
-    return maybe_checkpoint(rest, train, [module](const torch::Tensor& t) mutable { return module->forward(t); }, in);
+    return maybe_checkpoint(
+        rest, train, [module](const torch::Tensor& t) mutable { return module->forward(t); }, in);
   };
   const auto run_up = [&](UnetrUpBlock module, const torch::Tensor& in, const torch::Tensor& skip) {
-    return maybe_checkpoint(
-        rest, train,
-        [module](const std::vector<torch::Tensor>& t) mutable -> std::vector<torch::Tensor> {
-          return {module->forward(t[0], t[1])};
-        },
-        {in, skip});
+    return maybe_checkpoint(rest, train,
+                            [module](const std::vector<torch::Tensor>& t) mutable -> std::vector<torch::Tensor> {
+                              return {module->forward(t[0], t[1])};
+                            },
+                            {in, skip});
   };
   const auto scoped = [](const char* kind, int index, const auto& fn) {
     const core::BlockScope scope(kind, index);

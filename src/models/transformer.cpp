@@ -10,11 +10,10 @@ namespace voxfit::models {
 
 namespace nn = torch::nn;
 
-SelfAttentionImpl::SelfAttentionImpl(const TransformerBlockOptions& o)
-    : heads_(o.num_heads()), mode_(o.attention()) {
+SelfAttentionImpl::SelfAttentionImpl(const TransformerBlockOptions& o) : heads_(o.num_heads()), mode_(o.attention()) {
   if (o.num_heads() < 1 || o.hidden_size() % o.num_heads() != 0)
-    throw ModelError("hidden_size (" + std::to_string(o.hidden_size()) +
-                     ") must be divisible by num_heads (" + std::to_string(o.num_heads()) + ")");
+    throw ModelError("hidden_size (" + std::to_string(o.hidden_size()) + ") must be divisible by num_heads (" +
+                     std::to_string(o.num_heads()) + ")");
   qkv_ = register_module("qkv", nn::Linear(nn::LinearOptions(o.hidden_size(), 3 * o.hidden_size()).bias(o.qkv_bias())));
   proj_ = register_module("proj", nn::Linear(o.hidden_size(), o.hidden_size()));
 }

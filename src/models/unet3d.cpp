@@ -17,8 +17,8 @@ namespace nn = torch::nn;
 UNet3DImpl::UNet3DImpl(const UNet3DOptions& o) : options_(o) {
   if (o.stages() < 2) throw ModelError("unet3d: stages must be >= 2, got " + std::to_string(o.stages()));
   if (o.base_features() < 1 || o.max_features() < o.base_features())
-    throw ModelError("unet3d: need 1 <= base_features <= max_features, got " +
-                     std::to_string(o.base_features()) + " and " + std::to_string(o.max_features()));
+    throw ModelError("unet3d: need 1 <= base_features <= max_features, got " + std::to_string(o.base_features()) +
+                     " and " + std::to_string(o.max_features()));
   if (o.convs_per_stage() < 1)
     throw ModelError("unet3d: convs_per_stage must be >= 1, got " + std::to_string(o.convs_per_stage()));
   std::vector<int64_t> features;
@@ -45,9 +45,12 @@ UNet3DImpl::UNet3DImpl(const UNet3DOptions& o) : options_(o) {
   torch::NoGradGuard no_grad;
   for (const auto& m : modules(false)) {
     torch::Tensor w, b;
-    if (auto* c = m->as<nn::Conv3d>()) w = c->weight, b = c->bias;
-    else if (auto* t = m->as<nn::ConvTranspose3d>()) w = t->weight, b = t->bias;
-    else continue;
+    if (auto* c = m->as<nn::Conv3d>())
+      w = c->weight, b = c->bias;
+    else if (auto* t = m->as<nn::ConvTranspose3d>())
+      w = t->weight, b = t->bias;
+    else
+      continue;
     nn::init::kaiming_normal_(w, 0.01);
     if (b.defined()) b.zero_();
   }
@@ -70,7 +73,8 @@ std::vector<torch::Tensor> UNet3DImpl::forward(const torch::Tensor& input) {
   for (size_t s = 0; s < encoder_.size(); ++s) {
     const core::BlockScope block("encoder", static_cast<int>(s));
     auto stage = encoder_[s];
-    h = maybe_checkpoint(main, is_training(), [stage](const torch::Tensor& in) mutable { return stage->forward(in); }, h);
+    h = maybe_checkpoint(
+        main, is_training(), [stage](const torch::Tensor& in) mutable { return stage->forward(in); }, h);
     skips.push_back(h);
   }
   const bool all_heads = is_training() && options_.deep_supervision();
@@ -80,12 +84,11 @@ std::vector<torch::Tensor> UNet3DImpl::forward(const torch::Tensor& input) {
     const core::BlockScope block("decoder", static_cast<int>(i));  // with its segmentation head
     auto up = upsample_[i];
     auto stage = decoder_[i];
-    h = maybe_checkpoint(
-        rest, is_training(),
-        [up, stage](const std::vector<torch::Tensor>& in) mutable -> std::vector<torch::Tensor> {
-          return {stage->forward_concat(up.forward(in[0]), in[1])};
-        },
-        {h, skips[n - 1 - i]});
+    h = maybe_checkpoint(rest, is_training(),
+                         [up, stage](const std::vector<torch::Tensor>& in) mutable -> std::vector<torch::Tensor> {
+                           return {stage->forward_concat(up.forward(in[0]), in[1])};
+                         },
+                         {h, skips[n - 1 - i]});
     if (all_heads || i + 1 == n) outputs.push_back(heads_[i].forward(h));
   }
   std::reverse(outputs.begin(), outputs.end());

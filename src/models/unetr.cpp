@@ -24,8 +24,8 @@ UNETRImpl::UNETRImpl(const UNETROptions& o) : options_(o) {
     tokens *= s / kPatch;
   }
   const int64_t f = o.feature_size(), hidden = o.hidden_size();
-  patch_embed_ = register_module(
-      "patch_embedding", nn::Conv3d(nn::Conv3dOptions(o.in_channels(), hidden, kPatch).stride(kPatch)));
+  patch_embed_ =
+      register_module("patch_embedding", nn::Conv3d(nn::Conv3dOptions(o.in_channels(), hidden, kPatch).stride(kPatch)));
   pos_embed_ = register_parameter("position_embeddings", torch::zeros({1, tokens, hidden}));
   const auto block = TransformerBlockOptions()
                          .hidden_size(hidden)
@@ -36,8 +36,8 @@ UNETRImpl::UNETRImpl(const UNETROptions& o) : options_(o) {
   for (int64_t i = 0; i < o.num_layers(); ++i)
     blocks_.push_back(register_module("block" + std::to_string(i), TransformerBlock(block)));
   norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({hidden})));
-  encoder1_ = register_module(
-      "encoder1", UnetBlock(UnetBlockOptions(o.in_channels(), f).norm(o.norm()).residual(o.res_block())));
+  encoder1_ = register_module("encoder1",
+                              UnetBlock(UnetBlockOptions(o.in_channels(), f).norm(o.norm()).residual(o.res_block())));
   const auto pr_up = [&](int64_t out, int64_t layers) {
     return UnetrPrUpBlock(UnetrPrUpBlockOptions(hidden, out, layers).norm(o.norm()).residual(o.res_block()));
   };
@@ -88,7 +88,8 @@ std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const core::BlockScope scope("transformer", static_cast<int>(i));
     auto block = blocks_[i];
-    h = maybe_checkpoint(main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
+    h = maybe_checkpoint(
+        main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
     hidden.push_back(h);
   }
   {
@@ -99,15 +100,15 @@ std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
   const auto skip = [&](int64_t quarter) { return tokens_to_volume(hidden[quarter * layers / 4]); };
 
   const auto run = [&](auto module, const torch::Tensor& in) {
-    return maybe_checkpoint(rest, train, [module](const torch::Tensor& t) mutable { return module->forward(t); }, in);
+    return maybe_checkpoint(
+        rest, train, [module](const torch::Tensor& t) mutable { return module->forward(t); }, in);
   };
   const auto run_up = [&](UnetrUpBlock module, const torch::Tensor& in, const torch::Tensor& skip_in) {
-    return maybe_checkpoint(
-        rest, train,
-        [module](const std::vector<torch::Tensor>& t) mutable -> std::vector<torch::Tensor> {
-          return {module->forward(t[0], t[1])};
-        },
-        {in, skip_in});
+    return maybe_checkpoint(rest, train,
+                            [module](const std::vector<torch::Tensor>& t) mutable -> std::vector<torch::Tensor> {
+                              return {module->forward(t[0], t[1])};
+                            },
+                            {in, skip_in});
   };
   // Each block's scope holds its input's token -> volume copy, which the block keeps for backward.
   const auto scoped = [](const char* kind, int index, const auto& fn) {

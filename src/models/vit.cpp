@@ -15,7 +15,8 @@ VisionTransformerImpl::VisionTransformerImpl(const VisionTransformerOptions& o) 
   check_patch("vit", o.img_size(), 2, o.patch_size(), "the patch size");
   const int64_t tokens = (o.img_size()[0] / o.patch_size()) * (o.img_size()[1] / o.patch_size()) + 1;
   patch_embed_ = register_module(
-      "patch_embed", nn::Conv2d(nn::Conv2dOptions(o.in_channels(), o.hidden_size(), o.patch_size()).stride(o.patch_size())));
+      "patch_embed",
+      nn::Conv2d(nn::Conv2dOptions(o.in_channels(), o.hidden_size(), o.patch_size()).stride(o.patch_size())));
   cls_token_ = register_parameter("cls_token", torch::zeros({1, 1, o.hidden_size()}));
   pos_embed_ = register_parameter("pos_embed", torch::zeros({1, tokens, o.hidden_size()}));
   const auto block = TransformerBlockOptions()
@@ -53,7 +54,8 @@ std::vector<torch::Tensor> VisionTransformerImpl::forward(const torch::Tensor& i
   h = torch::cat({cls_token_.expand({h.size(0), -1, -1}), h}, 1) + pos_embed_;
   const bool main = checkpoints(options_.checkpoint(), true);
   for (auto& block : blocks_)
-    h = maybe_checkpoint(main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
+    h = maybe_checkpoint(
+        main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
   return {head_(norm_(h).select(1, 0))};
 }
 

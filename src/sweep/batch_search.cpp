@@ -47,13 +47,15 @@ constexpr double kNearCap = 0.95;
 SearchResult find_max_batch(const ProbeFn& probe, const SearchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult r;
-  std::int64_t lo = 0;                 // largest batch seen fitting
-  std::int64_t hi = o.max_batch + 1;   // smallest batch seen failing (or past the cap)
+  std::int64_t lo = 0;                // largest batch seen fitting
+  std::int64_t hi = o.max_batch + 1;  // smallest batch seen failing (or past the cap)
   const auto run = [&](std::int64_t b) {
     r.probes.push_back(probe(b));
     const Probe& p = r.probes.back();
-    if (p.fits) lo = std::max(lo, b);
-    else hi = std::min(hi, b);
+    if (p.fits)
+      lo = std::max(lo, b);
+    else
+      hi = std::min(hi, b);
     return p.fits;
   };
   for (std::int64_t b : o.fit_batches) {

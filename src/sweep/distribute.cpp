@@ -37,9 +37,12 @@ fs::path write_slurm_array(const fs::path& out_dir, std::size_t points, const Po
      << "exec " << shell_quote(fs::read_symlink("/proc/self/exe").string());
   const auto cmd = command("SHARD", "OUT", /*keep_device=*/true);
   for (size_t i = 1; i < cmd.size(); ++i) {
-    if (cmd[i] == "SHARD") sh << " \"$SLURM_ARRAY_TASK_ID/" << points << "\"";
-    else if (cmd[i] == "OUT") sh << " \"" << (dir / "points").string() << "/$SLURM_ARRAY_TASK_ID\"";
-    else sh << " " << shell_quote(cmd[i]);
+    if (cmd[i] == "SHARD")
+      sh << " \"$SLURM_ARRAY_TASK_ID/" << points << "\"";
+    else if (cmd[i] == "OUT")
+      sh << " \"" << (dir / "points").string() << "/$SLURM_ARRAY_TASK_ID\"";
+    else
+      sh << " " << shell_quote(cmd[i]);
   }
   sh << "\n";
   const fs::path script = dir / "sweep.sbatch";
@@ -63,7 +66,8 @@ std::vector<nlohmann::json> run_parallel(const fs::path& dir, int n, bool on_gpu
   }
   std::fflush(stdout);
   if (const int rc = dist::run_processes(commands); rc != 0)
-    throw Error("--parallel: a point process failed (exit status " + std::to_string(rc) + "); its journal keeps "
+    throw Error("--parallel: a point process failed (exit status " + std::to_string(rc) +
+                "); its journal keeps "
                 "what it finished, and the same command resumes");
   return merge_journals(point_journals(dir), dir);
 }

@@ -19,7 +19,8 @@ IsolatedProbe isolated_probe(std::vector<std::string> command, std::filesystem::
     const std::filesystem::path file =
         scratch / (".probe-" + std::to_string(::getpid()) + "-" + std::to_string(count++) + ".json");
     auto cmd = command;
-    for (const auto& a : {std::string("--probe-batch"), std::to_string(batch), std::string("--probe-output"), file.string()})
+    for (const auto& a :
+         {std::string("--probe-batch"), std::to_string(batch), std::string("--probe-output"), file.string()})
       cmd.push_back(a);
     std::filesystem::create_directories(scratch);
     std::fflush(stdout);

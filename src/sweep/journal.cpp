@@ -41,8 +41,10 @@ void forget_probes(const fs::path& file, const std::string& key) {
   std::string kept;
   for (const auto& e : read_journal(file))
     if (e.value("key", "") != key) kept += e.dump() + "\n";
-  if (kept.empty()) remove_tree(file);
-  else write_file_atomic(file, kept);
+  if (kept.empty())
+    remove_tree(file);
+  else
+    write_file_atomic(file, kept);
 }
 
 std::vector<json> merge_journals(const std::vector<fs::path>& journals, const fs::path& dir) {

@@ -15,7 +15,8 @@ using nlohmann::json;
 namespace {
 
 std::string bytes_text(std::int64_t bytes) {
-  return bytes < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-bytes)) : format_bytes(static_cast<std::uint64_t>(bytes));
+  return bytes < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-bytes))
+                   : format_bytes(static_cast<std::uint64_t>(bytes));
 }
 
 std::int64_t group_bytes(const json& b, const std::string& group) {
@@ -29,7 +30,8 @@ std::int64_t group_bytes(const json& b, const std::string& group) {
 std::string largest_blocks(const json& b) {
   std::vector<std::pair<std::int64_t, std::string>> blocks;
   for (const auto& p : b.at("parts"))
-    if (p.at("group") == "activations") blocks.emplace_back(p.at("bytes").get<std::int64_t>(), p.at("name").get<std::string>());
+    if (p.at("group") == "activations")
+      blocks.emplace_back(p.at("bytes").get<std::int64_t>(), p.at("name").get<std::string>());
   std::sort(blocks.rbegin(), blocks.rend());
   std::string out;
   for (std::size_t i = 0; i < blocks.size() && i < 3; ++i)
@@ -47,8 +49,8 @@ std::string table_row(const json& e, const json& b) {
       << bytes_text(group_bytes(b, "workspace") + group_bytes(b, "gradients")) << " | "
       << format_bytes(b.value("fragmentation", std::uint64_t{0})) << " | "
       << format_bytes(b.value("cuda_context", std::uint64_t{0})) << " | "
-      << format_bytes(b.value("headroom", std::uint64_t{0})) << " | "
-      << bytes_text(group_bytes(b, "unattributed")) << " |\n";
+      << format_bytes(b.value("headroom", std::uint64_t{0})) << " | " << bytes_text(group_bytes(b, "unattributed"))
+      << " |\n";
   return row.str();
 }
 

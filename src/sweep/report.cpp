@@ -120,7 +120,8 @@ std::string write_plots(const std::vector<const json*>& entries, const fs::path&
 std::vector<std::string> first_seen(const std::vector<json>& entries, const char* field) {
   std::vector<std::string> values;
   for (const auto& e : entries)
-    if (std::find(values.begin(), values.end(), e.value(field, "")) == values.end()) values.push_back(e.value(field, ""));
+    if (std::find(values.begin(), values.end(), e.value(field, "")) == values.end())
+      values.push_back(e.value(field, ""));
   return values;
 }
 
@@ -132,7 +133,8 @@ std::vector<const json*> grid_order(const std::vector<json>& entries) {
   for (const auto& m : first_seen(entries, "model")) model_rank.emplace(m, model_rank.size());
   for (const auto& b : first_seen(entries, "budget")) budget_rank.emplace(b, budget_rank.size());
   const auto sort_key = [&](const json* e) {
-    const std::int64_t voxels = patch_voxels(parse_shape_text(e->value("patch", "")).value_or(std::vector<std::int64_t>{}));
+    const std::int64_t voxels =
+        patch_voxels(parse_shape_text(e->value("patch", "")).value_or(std::vector<std::int64_t>{}));
     int precision = 99;
     try {
       precision = static_cast<int>(train::parse_precision(e->value("precision", "")));

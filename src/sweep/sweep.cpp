@@ -96,8 +96,8 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
   SearchOptions so;
   so.usable_bytes = budget_report.at("usable_bytes").get<std::uint64_t>();
   so.max_batch = max_batch;
-  const std::string key = point_key(probe.model, probe.model_context.patch, probe.step.precision,
-                                    probe.model_context.checkpoint, budget);
+  const std::string key =
+      point_key(probe.model, probe.model_context.patch, probe.step.precision, probe.model_context.checkpoint, budget);
   int resumed = 0;
   double resumed_seconds = 0;
   if (!probe_journal.empty()) {
@@ -282,9 +282,10 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
     if (o.progress) {
       // The time left: the mean point so far times the points left (no estimate before the first).
       const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      o.progress("point " + std::to_string(n + 1) + "/" + std::to_string(todo.size()) + " " + key +
-                 (n > 0 ? ", ETA " + format_duration(spent / static_cast<double>(n) * static_cast<double>(todo.size() - n))
-                        : std::string()));
+      o.progress(
+          "point " + std::to_string(n + 1) + "/" + std::to_string(todo.size()) + " " + key +
+          (n > 0 ? ", ETA " + format_duration(spent / static_cast<double>(n) * static_cast<double>(todo.size() - n))
+                 : std::string()));
     }
     const ProbeOptions p = point_probe(o, plan, g.model, g.patch, g.precision, g.checkpoint);
     json entry;
@@ -292,9 +293,13 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
       entry = search_point(plan, index, p, g.budget, o.max_batch, o.throughput_table,
                            o.isolate ? o.isolate(key) : IsolatedProbe{}, probe_journal, o.progress);
     } catch (const UnsupportedError& e) {
-      entry = {{"key", key}, {"model", g.model}, {"patch", shape_text(g.patch)},
-               {"precision", train::to_string(g.precision)}, {"checkpoint", models::to_string(g.checkpoint)},
-               {"budget", g.budget.label()}, {"skipped", e.what()}};
+      entry = {{"key", key},
+               {"model", g.model},
+               {"patch", shape_text(g.patch)},
+               {"precision", train::to_string(g.precision)},
+               {"checkpoint", models::to_string(g.checkpoint)},
+               {"budget", g.budget.label()},
+               {"skipped", e.what()}};
     }
     append_line_durable(journal, entry.dump());
     forget_probes(probe_journal, key);  // the point is in the journal now

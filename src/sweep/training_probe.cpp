@@ -16,7 +16,8 @@ namespace voxfit::sweep {
 using Clock = std::chrono::steady_clock;
 
 TrainingProbe::TrainingProbe(std::shared_ptr<const data::CacheIndex> index, ProbeOptions options)
-    : index_(std::move(index)), options_(std::move(options)),
+    : index_(std::move(index)),
+      options_(std::move(options)),
       baseline_(memory::current_allocated_bytes(options_.device)) {}
 
 Probe TrainingProbe::run(std::int64_t batch, double& setup_seconds) {

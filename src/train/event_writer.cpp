@@ -56,8 +56,7 @@ void put_bytes_field(std::string& out, int field, const std::string& bytes) {
 // Event { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
 std::string event_header(int64_t step) {
   std::string e;
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   put_varint(e, 1 << 3 | 1);
   put_fixed(e, now);
   put_varint(e, 2 << 3 | 0);
@@ -85,11 +84,16 @@ struct Reader {
     return out;
   }
   void skip(int wire) {
-    if (wire == 0) varint();
-    else if (wire == 1) pos += 8;
-    else if (wire == 2) bytes();
-    else if (wire == 5) pos += 4;
-    else throw IoError("unknown wire type");
+    if (wire == 0)
+      varint();
+    else if (wire == 1)
+      pos += 8;
+    else if (wire == 2)
+      bytes();
+    else if (wire == 5)
+      pos += 4;
+    else
+      throw IoError("unknown wire type");
     if (pos > s.size()) throw IoError("truncated field");
   }
 };
@@ -109,8 +113,8 @@ EventWriter::EventWriter(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir, ec);
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
-  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto secs =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   path_ = dir / ("events.out.tfevents." + std::to_string(secs) + "." + host + ".voxfit");
   file_ = std::fopen(path_.c_str(), "wb");
   if (file_ == nullptr) throw IoError(path_.string() + ": cannot create the TensorBoard event file");
@@ -179,9 +183,12 @@ std::vector<ScalarEvent> read_scalar_events(const std::filesystem::path& file) {
     std::string summary;
     while (ev.pos < payload.size()) {
       const auto key = ev.varint();
-      if (key == (2 << 3 | 0)) step = static_cast<int64_t>(ev.varint());
-      else if (key == (5 << 3 | 2)) summary = ev.bytes();
-      else ev.skip(static_cast<int>(key & 7));
+      if (key == (2 << 3 | 0))
+        step = static_cast<int64_t>(ev.varint());
+      else if (key == (5 << 3 | 2))
+        summary = ev.bytes();
+      else
+        ev.skip(static_cast<int>(key & 7));
     }
     Reader sm{summary};
     while (sm.pos < summary.size()) {
@@ -196,11 +203,13 @@ std::vector<ScalarEvent> read_scalar_events(const std::filesystem::path& file) {
       se.step = step;
       while (v.pos < value.size()) {
         const auto k = v.varint();
-        if (k == (1 << 3 | 2)) se.tag = v.bytes();
+        if (k == (1 << 3 | 2))
+          se.tag = v.bytes();
         else if (k == (2 << 3 | 5)) {
           std::memcpy(&se.value, value.data() + v.pos, 4);
           v.pos += 4;
-        } else v.skip(static_cast<int>(k & 7));
+        } else
+          v.skip(static_cast<int>(k & 7));
       }
       out.push_back(se);
     }

@@ -46,8 +46,7 @@ nlohmann::json monai_constructor(const std::string& model, const models::ModelCo
   if (model == "unetr") {
     if (params.at("num_layers") != "12") return nullptr;
     kwargs["img_size"] = ctx.patch;
-    for (const char* k : {"feature_size", "hidden_size", "mlp_dim", "num_heads"})
-      kwargs[k] = std::stoll(params.at(k));
+    for (const char* k : {"feature_size", "hidden_size", "mlp_dim", "num_heads"}) kwargs[k] = std::stoll(params.at(k));
     kwargs["qkv_bias"] = is_true(params.at("qkv_bias"));
     kwargs["res_block"] = is_true(params.at("res_block"));
     kwargs["norm_name"] = monai_norm(params.at("norm_name"));
@@ -115,8 +114,10 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
     if (!t.defined()) return;  // LibTorch registers absent biases and norm statistics as undefined
     const std::string key = names == ExportNames::kMonai ? models::monai_name(model, name) : name;
     if (dict.contains(key)) throw Error("export: two tensors map to '" + key + "' (a voxfit bug)");
-    if (key != name) ++summary.renamed;
-    else if (monai) kept.push_back(name);
+    if (key != name)
+      ++summary.renamed;
+    else if (monai)
+      kept.push_back(name);
     dict.insert(key, t.detach().to(torch::kCPU).contiguous().clone());
     ++summary.tensors;
   };
@@ -126,24 +127,23 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
 
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
   nlohmann::json config = nlohmann::json::parse(meta.config_json);
-  const nlohmann::json side = {
-      {"format", "PyTorch state dict (torch.load), parameters and buffers"},
-      {"weights", output.filename().string()},
-      {"model", model},
-      {"model_params", params},
-      {"in_channels", ctx.in_channels},
-      {"classes", ctx.num_classes},
-      {"patch", ctx.patch},
-      {"names", to_string(names)},
-      {"monai", monai ? monai_constructor(model, ctx, params) : nlohmann::json(nullptr)},
-      {"voxfit_names_kept", kept},
-      {"tensors", summary.tensors},
-      {"checkpoint", fs::absolute(checkpoint).string()},
-      {"step", meta.step},
-      {"best_dice", meta.best_dice},
-      {"trained_with_voxfit", config.value("voxfit", "")},
-      {"voxfit", voxfit_version()},
-      {"torch", torch_version()}};
+  const nlohmann::json side = {{"format", "PyTorch state dict (torch.load), parameters and buffers"},
+                               {"weights", output.filename().string()},
+                               {"model", model},
+                               {"model_params", params},
+                               {"in_channels", ctx.in_channels},
+                               {"classes", ctx.num_classes},
+                               {"patch", ctx.patch},
+                               {"names", to_string(names)},
+                               {"monai", monai ? monai_constructor(model, ctx, params) : nlohmann::json(nullptr)},
+                               {"voxfit_names_kept", kept},
+                               {"tensors", summary.tensors},
+                               {"checkpoint", fs::absolute(checkpoint).string()},
+                               {"step", meta.step},
+                               {"best_dice", meta.best_dice},
+                               {"trained_with_voxfit", config.value("voxfit", "")},
+                               {"voxfit", voxfit_version()},
+                               {"torch", torch_version()}};
   write_file_atomic(output, std::string(bytes.begin(), bytes.end()));
   write_file_atomic(sidecar, side.dump(2) + "\n");
   return summary;

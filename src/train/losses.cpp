@@ -50,10 +50,9 @@ torch::Tensor deep_supervision_loss(const std::vector<torch::Tensor>& outputs, c
     torch::Tensor t = target;
     const auto out_size = outputs[i].sizes().slice(2);
     if (target.sizes().slice(2) != out_size) {
-      t = F::interpolate(target.to(torch::kFloat),
-                         F::InterpolateFuncOptions()
-                             .size(std::vector<int64_t>(out_size.begin(), out_size.end()))
-                             .mode(torch::kNearest))
+      t = F::interpolate(target.to(torch::kFloat), F::InterpolateFuncOptions()
+                                                       .size(std::vector<int64_t>(out_size.begin(), out_size.end()))
+                                                       .mode(torch::kNearest))
               .to(torch::kLong);
     }
     const auto term = weights[i] * dice_ce_loss(outputs[i], t, o);

@@ -16,9 +16,12 @@ ScheduleKind parse_schedule(const std::string& text) {
 
 std::string to_string(ScheduleKind k) {
   switch (k) {
-    case ScheduleKind::kPoly: return "poly";
-    case ScheduleKind::kCosine: return "cosine";
-    case ScheduleKind::kConstant: return "constant";
+    case ScheduleKind::kPoly:
+      return "poly";
+    case ScheduleKind::kCosine:
+      return "cosine";
+    case ScheduleKind::kConstant:
+      return "constant";
   }
   return "?";
 }

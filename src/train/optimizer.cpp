@@ -35,8 +35,7 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options
   TORCH_CHECK(!params_.empty(), "optimizer: no parameters");
   const auto device = params_.front().device();
   step_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
-  fused_ = options_.fused && options_.kind == OptimizerKind::kAdamW && device.is_cuda() &&
-           compat::kHasFusedAdamW;
+  fused_ = options_.fused && options_.kind == OptimizerKind::kAdamW && device.is_cuda() && compat::kHasFusedAdamW;
   torch::NoGradGuard no_grad;
   for (const auto& p : params_) {
     if (options_.kind == OptimizerKind::kAdamW) {

@@ -11,17 +11,22 @@ Precision parse_precision(const std::string& text) {
   // fp16 / bf16 is always mixed precision (autocast, fp32 weights), as MONAI's and nnU-Net's is.
   if (text == "fp32" || text == "float32" || text == "32" || text == "32-true") return Precision::kFp32;
   if (text == "tf32") return Precision::kTf32;
-  if (text == "fp16" || text == "float16" || text == "half" || text == "16-mixed" || text == "16") return Precision::kFp16;
+  if (text == "fp16" || text == "float16" || text == "half" || text == "16-mixed" || text == "16")
+    return Precision::kFp16;
   if (text == "bf16" || text == "bfloat16" || text == "bf16-mixed") return Precision::kBf16;
   throw ConfigError("--precision: '" + text + "' is not one of fp32, tf32, fp16 (16-mixed), bf16 (bf16-mixed)");
 }
 
 std::string to_string(Precision p) {
   switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kTf32: return "tf32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
   }
   return "?";
 }

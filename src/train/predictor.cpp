@@ -43,8 +43,8 @@ Volume Predictor::predict(const Channels& channels) {
     throw DataError("predict: the model takes " + std::to_string(plan_.channels()) + " channel(s), got " +
                     std::to_string(channels.size()));
   const auto input = data::preprocess_for_inference(plan_, channels);
-  const auto logits = sliding_window_inference_on(input.image, step_->device(),
-                                                  [&](const torch::Tensor& x) { return step_->infer(x); }, sw_);
+  const auto logits = sliding_window_inference_on(
+      input.image, step_->device(), [&](const torch::Tensor& x) { return step_->infer(x); }, sw_);
   return data::restore_prediction(plan_, input, logits.argmax(0).cpu());
 }
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
@@ -101,7 +101,8 @@ void RunLog::step(const StepRecord& r) {
                 format_duration(eta).c_str());
   if (tty_) {
     const int width = 24;
-    const int done = static_cast<int>(std::lround(width * static_cast<double>(r.step) / std::max<std::int64_t>(1, total_)));
+    const int done =
+        static_cast<int>(std::lround(width * static_cast<double>(r.step) / std::max<std::int64_t>(1, total_)));
     std::printf("\r[%s%s] %s\033[K", std::string(done, '#').c_str(), std::string(width - done, '.').c_str(), line);
   } else {
     std::printf("%s\n", line);

@@ -78,8 +78,8 @@ torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsF
       volume_sized([&] { return F::pad(image.to(device).unsqueeze(0), F::PadFuncOptions(pad)).squeeze(0); });
   for (int d = 0; d < 3; ++d) size[d] = padded.size(d + 1);
 
-  const auto weight = o.gaussian ? gaussian_importance(o.patch, device)
-                                 : torch::ones(o.patch, torch::TensorOptions().device(device));
+  const auto weight =
+      o.gaussian ? gaussian_importance(o.patch, device) : torch::ones(o.patch, torch::TensorOptions().device(device));
   torch::Tensor logits_sum,
       weight_sum = volume_sized([&] { return torch::zeros(size, torch::TensorOptions().device(device)); });
 
@@ -100,7 +100,9 @@ torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsF
       logits_sum = volume_sized([&] { return torch::zeros({out.size(1), size[0], size[1], size[2]}, out.options()); });
     for (std::size_t w = first; w < last; ++w) {
       const auto& s = windows[w];
-      logits_sum.narrow(1, s[0], o.patch[0]).narrow(2, s[1], o.patch[1]).narrow(3, s[2], o.patch[2])
+      logits_sum.narrow(1, s[0], o.patch[0])
+          .narrow(2, s[1], o.patch[1])
+          .narrow(3, s[2], o.patch[2])
           .add_(out[static_cast<int64_t>(w - first)] * weight);
       weight_sum.narrow(0, s[0], o.patch[0]).narrow(1, s[1], o.patch[1]).narrow(2, s[2], o.patch[2]).add_(weight);
     }

@@ -69,7 +69,8 @@ memory::StaticInventory predicted_statics(models::NetworkImpl& net, const StepOp
   inv.parameters = memory::bytes_by_dtype(net.parameters());
   inv.buffers = memory::bytes_by_dtype(net.buffers());
   // The moments are made like their parameters (zeros_like); the step counter is a float32 scalar.
-  inv.optimizer_state = scaled(memory::bytes_by_dtype(trainable), options.optimizer.kind == OptimizerKind::kAdamW ? 2 : 1);
+  inv.optimizer_state =
+      scaled(memory::bytes_by_dtype(trainable), options.optimizer.kind == OptimizerKind::kAdamW ? 2 : 1);
   inv.optimizer_state["float32"] += 4;
   inv.loss_scaler = memory::bytes_by_dtype(LossScaler(options.scaler, torch::kCPU).state());
   return inv;
@@ -79,7 +80,8 @@ memory::StaticInventory predicted_statics(models::NetworkImpl& net, const StepOp
 // every block's activations, what the loss keeps and the transients of the largest tensor (plus
 // the largest recomputation); then, block by block in reverse, the activations of the blocks not
 // yet passed, the gradients of those passed and the block's own transients (and recomputation).
-std::int64_t backward_peak(const models::ActivationEstimate& act, std::int64_t other, double gradient_bytes_per_parameter) {
+std::int64_t backward_peak(const models::ActivationEstimate& act, std::int64_t other,
+                           double gradient_bytes_per_parameter) {
   std::int64_t kept = act.total(), recomputed = 0, gradients = 0;
   for (const auto& block : act.blocks) recomputed = std::max(recomputed, block.recomputed);
   const auto transients = [](std::int64_t largest) {
@@ -107,7 +109,8 @@ memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std:
   for (const auto& p : net.parameters())
     if (p.requires_grad()) {
       trainable.push_back(p);
-      largest_parameter = std::max<std::int64_t>(largest_parameter, p.numel() * static_cast<std::int64_t>(p.element_size()));
+      largest_parameter =
+          std::max<std::int64_t>(largest_parameter, p.numel() * static_cast<std::int64_t>(p.element_size()));
     }
 
   memory::MemoryBreakdown b;
@@ -128,8 +131,11 @@ memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std:
   const std::int64_t gradients = as_signed(memory::total_bytes(b.gradients));
   std::int64_t block_parameters = 0;
   for (const auto& block : act.blocks) block_parameters += block.parameters;
-  const std::int64_t backward = before_forward + backward_peak(act, other, block_parameters == 0 ? 0.0 :
-      static_cast<double>(gradients) / static_cast<double>(block_parameters));
+  const std::int64_t backward =
+      before_forward + backward_peak(act, other,
+                                     block_parameters == 0
+                                         ? 0.0
+                                         : static_cast<double>(gradients) / static_cast<double>(block_parameters));
   const std::int64_t optimizer_peak = before_forward + gradients + 2 * largest_parameter;
   const std::int64_t peak = std::max(backward, optimizer_peak);
   b.peak_phase = backward >= optimizer_peak ? "backward" : "optimizer_step";

@@ -38,8 +38,7 @@ void check_precision_supported(Precision precision, torch::Device device) {
     throw UnsupportedError("--precision fp16 needs a CUDA device (LibTorch's CPU autocast has bf16 only)");
 }
 
-TrainStep::TrainStep(models::Network network, torch::Device device, StepOptions options,
-                     memory::MemoryTracker* tracker)
+TrainStep::TrainStep(models::Network network, torch::Device device, StepOptions options, memory::MemoryTracker* tracker)
     : network_(on_device(std::move(network), device)),
       device_(device),
       options_(options),
@@ -53,10 +52,9 @@ TrainStep::TrainStep(models::Network network, torch::Device device, StepOptions 
 data::Batch TrainStep::device_batch(const data::Batch& host_batch, std::int64_t index) const {
   // The batch's copy on the device. On the CPU a copy as well: the loader's batch is host memory
   // there too, and the copy is what a CPU budget charges, as a GPU's memory holds it.
-  data::Batch batch = device_.is_cpu()
-                          ? data::Batch{host_batch.image.clone(), host_batch.label.clone()}
-                          : data::Batch{host_batch.image.to(device_, /*non_blocking=*/true),
-                                        host_batch.label.to(device_, /*non_blocking=*/true)};
+  data::Batch batch = device_.is_cpu() ? data::Batch{host_batch.image.clone(), host_batch.label.clone()}
+                                       : data::Batch{host_batch.image.to(device_, /*non_blocking=*/true),
+                                                     host_batch.label.to(device_, /*non_blocking=*/true)};
   if (options_.spatial_augment)
     data::augment_spatial(batch, *options_.spatial_augment,
                           options_.seed * 1000003ull + static_cast<std::uint64_t>(index));
@@ -166,8 +164,7 @@ std::vector<torch::Tensor> TrainStep::trainable_parameters() const { return trai
 
 torch::Tensor TrainStep::infer(const torch::Tensor& x) {
   torch::NoGradGuard no_grad;
-  compat::AutocastScope autocast(device_.type(), uses_autocast(options_.precision),
-                                 autocast_dtype(options_.precision));
+  compat::AutocastScope autocast(device_.type(), uses_autocast(options_.precision), autocast_dtype(options_.precision));
   auto input = x.to(device_);
   if (options_.channels_last) input = input.contiguous(torch::MemoryFormat::ChannelsLast3d);
   return network_->forward(input).front().to(torch::kFloat);

@@ -4,9 +4,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <fstream>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -17,17 +17,17 @@
 #include "voxfit/core/provenance.h"
 #include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
-#include "voxfit/kernels/conv_of_concat.h"
-#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
-#include "voxfit/memory/memory_snapshot.h"
-#include "voxfit/memory/oom.h"
+#include "voxfit/kernels/conv_of_concat.h"
+#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/memory/breakdown_plot.h"
+#include "voxfit/memory/memory_snapshot.h"
 #include "voxfit/memory/memory_tracker.h"
-#include "voxfit/train/step_memory.h"
+#include "voxfit/memory/oom.h"
 #include "voxfit/train/checkpoint.h"
 #include "voxfit/train/run_log.h"
+#include "voxfit/train/step_memory.h"
 
 namespace voxfit::train {
 
@@ -76,15 +76,15 @@ void check_resumable(const nlohmann::json& saved, const nlohmann::json& now, con
   for (const char* key : {"model", "model_params", "patch", "batch", "steps", "precision", "optimizer", "lr",
                           "schedule", "seed", "classes", "in_channels"}) {
     if (saved.value(key, nlohmann::json()) != now[key])
-      throw ConfigError(ckpt.string() + ": cannot resume: '" + key + "' was " + saved.value(key, nlohmann::json()).dump() +
-                        ", now " + now[key].dump());
+      throw ConfigError(ckpt.string() + ": cannot resume: '" + key + "' was " +
+                        saved.value(key, nlohmann::json()).dump() + ", now " + now[key].dump());
   }
   // Runs from before the split was recorded have none to compare.
   if (saved.contains("split") && saved["split"] != now["split"])
     throw ConfigError(ckpt.string() + ": cannot resume: the split was " + saved["split"].value("source", "") +
                       " fold " + saved["split"].value("fold", nlohmann::json()).dump() + ", now " +
-                      now["split"].value("source", "") + " fold " + now["split"].value("fold", nlohmann::json()).dump() +
-                      " (or its cases changed)");
+                      now["split"].value("source", "") + " fold " +
+                      now["split"].value("fold", nlohmann::json()).dump() + " (or its cases changed)");
 }
 
 // Where the run's split came from and what it validates on, for config.json.
@@ -107,9 +107,9 @@ void write_run_breakdown(const fs::path& dir, nlohmann::json breakdown, std::uin
   if (config.is_discarded()) throw IoError(config_file.string() + ": not valid JSON, cannot add the memory breakdown");
   config["memory_breakdown"] = breakdown;
   write_file_atomic(config_file, config.dump(2) + "\n");
-  const std::string why = memory::write_breakdown_bars(
-      {{"batch " + std::to_string(breakdown.value("batch", 0)), breakdown}}, dir / "memory-breakdown.png",
-      "Memory at the training step's peak");
+  const std::string why =
+      memory::write_breakdown_bars({{"batch " + std::to_string(breakdown.value("batch", 0)), breakdown}},
+                                   dir / "memory-breakdown.png", "Memory at the training step's peak");
   if (!why.empty()) std::fprintf(stderr, "no memory-breakdown.png: %s\n", why.c_str());
 }
 
@@ -253,8 +253,8 @@ DiceSummary validate(TrainStep& step, const data::Plan& plan, const std::vector<
       const HostMemoryScope host;  // the case read from the cache is host memory, as on a GPU
       return data::read_case(plan, id);
     }();
-    const auto logits =
-        sliding_window_inference_on(c.image, step.device(), [&](const torch::Tensor& x) { return step.infer(x); }, sw);
+    const auto logits = sliding_window_inference_on(
+        c.image, step.device(), [&](const torch::Tensor& x) { return step.infer(x); }, sw);
     per_case.push_back(dice_per_class(logits.argmax(0).cpu(), c.label, plan.num_classes()));
   }
   step.network().train();
@@ -356,8 +356,8 @@ TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
     pending_lr.push_back(lr);
     meta.step = s + 1;
     const bool validate_now = (o.validate_every > 0 && meta.step % o.validate_every == 0) || meta.step == o.steps;
-    const bool checkpoint_now = validate_now || meta.step == last_step ||
-                                (o.checkpoint_every > 0 && meta.step % o.checkpoint_every == 0);
+    const bool checkpoint_now =
+        validate_now || meta.step == last_step || (o.checkpoint_every > 0 && meta.step % o.checkpoint_every == 0);
     if (static_cast<int64_t>(pending.size()) == o.log_every || checkpoint_now) {
       sync(o.device);
       const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();

@@ -31,8 +31,8 @@ class BenchCli : public test::TempDirTest {};
 
 TEST_F(BenchCli, Resnet50PrintsTheReferenceLineSummaryAndJson) {
   const auto json = dir() / "r50.json";
-  const auto r = run_voxfit("bench --model resnet50 --precision float32 --iterations 3" + kTiny +
-                            "--json " + json.string());
+  const auto r =
+      run_voxfit("bench --model resnet50 --precision float32 --iterations 3" + kTiny + "--json " + json.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = lines_of(r.out);
   ASSERT_GE(lines.size(), 5u) << r.out;
@@ -49,7 +49,7 @@ TEST_F(BenchCli, Resnet50PrintsTheReferenceLineSummaryAndJson) {
   EXPECT_EQ(lines[2].rfind("vs rtx3090: ", 0), 0u) << lines[2];
   EXPECT_NE(lines[2].find("(published 1494 images/s, resnet50 float32)"), std::string::npos) << lines[2];
   EXPECT_EQ(lines[3].rfind("vs a40: ", 0), 0u) << lines[3];
-  EXPECT_EQ(lines[4].rfind("settings: cpu, batch 1 x 1 steps, random input", 0), 0u) << lines[4];
+  EXPECT_EQ(lines[4].rfind("settings: cpu, float32, batch 1 x 1 steps, random input", 0), 0u) << lines[4];
 
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in);
@@ -99,9 +99,8 @@ TEST_F(BenchCli, BadOptionsAreOneLineErrorsWithExitTwo) {
       {"--reference /nonexistent/ref.csv", "/nonexistent/ref.csv"},
   };
   for (const auto& c : cases) {
-    const std::string precision = std::string(c.args).find("--precision") == std::string::npos
-                                      ? " --precision float32"
-                                      : "";
+    const std::string precision =
+        std::string(c.args).find("--precision") == std::string::npos ? " --precision float32" : "";
     const auto r = run_voxfit(std::string("bench --device cpu ") + c.args + precision);
     const bool io_error = std::string(c.args).find("--reference") != std::string::npos;
     EXPECT_EQ(r.exit_code, io_error ? 1 : 2) << c.args << ": " << r.err;

@@ -182,11 +182,9 @@ TEST_F(Bench, RatiosOnlyForMatchingInferenceRows) {
   const std::string summary = bench::summary_text(r, c);
   EXPECT_NE(summary.find("vs rtx3090: 2.01x (published 2394 images/s, resnet50 float16)\n"), std::string::npos)
       << summary;
-  EXPECT_NE(summary.find("vs a40: 2.54x (published 1893 images/s, resnet50 float16)\n"), std::string::npos)
-      << summary;
+  EXPECT_NE(summary.find("vs a40: 2.54x (published 1893 images/s, resnet50 float16)\n"), std::string::npos) << summary;
   r.options.train = true;
-  EXPECT_NE(bench::summary_text(r, {}).find("none (the published numbers are for inference)"),
-            std::string::npos);
+  EXPECT_NE(bench::summary_text(r, {}).find("none (the published numbers are for inference)"), std::string::npos);
 }
 
 TEST_F(Bench, MalformedReferenceTableNamesFileAndLine) {
@@ -242,9 +240,8 @@ TEST_F(Bench, JsonHoldsLineIterationsSteadyStateAndComparisons) {
   EXPECT_EQ(j["comparisons"][0].at("card"), "rtx3090");
   EXPECT_DOUBLE_EQ(j["comparisons"][0].at("ratio").get<double>(), r.steady_images_per_s() / 10.0);
   // Written atomically: nothing but the result is left in the folder.
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(path.parent_path()),
-                          std::filesystem::directory_iterator()),
-            1);
+  EXPECT_EQ(
+      std::distance(std::filesystem::directory_iterator(path.parent_path()), std::filesystem::directory_iterator()), 1);
 }
 
 TEST_F(Bench, TrainingTakesOptimiserStepsAndInferenceLeavesWeightsAlone) {

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "support/test_support.h"
 #include "voxfit/cards/kernel_attribution.h"
@@ -143,18 +143,19 @@ TEST(Attribution, KernelsGetTheirOperatorsFlopsPerStep) {
 }
 
 TEST(Attribution, HalfMatrixProductsUseTensorCoresAndFp32OnesTf32OnlyWhenAllowed) {
-  std::vector<TraceEvent> events{op("aten::mm", 0, 100, 1, 1000, {{4, 4}, {4, 4}}, {"c10::Half", "c10::Half"}),
-                                 kernel("ampere_fp16_gemm", 10, 1),
-                                 op("aten::mm", 200, 100, 2, 1000, {{4, 4}, {4, 4}}, {"float", "float"}),
-                                 kernel("ampere_sgemm", 10, 2)};
+  std::vector<TraceEvent> events{
+      op("aten::mm", 0, 100, 1, 1000, {{4, 4}, {4, 4}}, {"c10::Half", "c10::Half"}), kernel("ampere_fp16_gemm", 10, 1),
+      op("aten::mm", 200, 100, 2, 1000, {{4, 4}, {4, 4}}, {"float", "float"}), kernel("ampere_sgemm", 10, 2)};
   AttributionOptions o;
   o.tf32_cudnn = true;  // convolutions only: the float mm stays FP32
   auto records = attribute_kernels(events, o);
   ASSERT_EQ(records.size(), 2u);
-  for (const auto& r : records) EXPECT_EQ(r.math, r.name == "ampere_fp16_gemm" ? MathKind::kFp16Tensor : MathKind::kFp32);
+  for (const auto& r : records)
+    EXPECT_EQ(r.math, r.name == "ampere_fp16_gemm" ? MathKind::kFp16Tensor : MathKind::kFp32);
   o.tf32_matmul = true;
   records = attribute_kernels(events, o);
-  for (const auto& r : records) EXPECT_EQ(r.math, r.name == "ampere_fp16_gemm" ? MathKind::kFp16Tensor : MathKind::kTf32);
+  for (const auto& r : records)
+    EXPECT_EQ(r.math, r.name == "ampere_fp16_gemm" ? MathKind::kFp16Tensor : MathKind::kTf32);
 }
 
 KernelProfile sample_profile() {

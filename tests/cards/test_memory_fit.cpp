@@ -18,9 +18,7 @@ using json = nlohmann::json;
 constexpr std::uint64_t MiB = 1024ull * 1024ull;
 constexpr std::uint64_t GiB = 1024ull * MiB;
 
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream(p) << text;
-}
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
 // Two cards: X (24000 MiB CUDA-visible) and Y (46000 MiB).
 fs::path card_table(const fs::path& dir) {
@@ -40,10 +38,12 @@ json entry(const std::string& budget, std::uint64_t visible, std::uint64_t overh
           {"precision", "fp16"},
           {"checkpoint", "none"},
           {"budget", budget},
-          {"budget_report", {{"visible_bytes", visible}, {"overhead_bytes", overhead}, {"usable_bytes", visible - overhead}}},
+          {"budget_report",
+           {{"visible_bytes", visible}, {"overhead_bytes", overhead}, {"usable_bytes", visible - overhead}}},
           {"fit", {{"static_bytes", static_bytes}, {"per_sample_bytes", per_sample}}},
           {"max_batch", max_batch},
-          {"throughput", json::array({{{"batch", 2}, {"samples_per_s", 40.0}}, {{"batch", 16}, {"samples_per_s", 120.0}}})}};
+          {"throughput",
+           json::array({{{"batch", 2}, {"samples_per_s", 40.0}}, {{"batch", 16}, {"samples_per_s", 120.0}}})}};
 }
 
 class CardsFit : public test::TempDirTest {

@@ -65,7 +65,7 @@ TEST(Roofline, PeakRatesFollowTheArithmeticAndFallBack) {
   EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kFp16Tensor), 100e12);
   EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kTf32), 20e12);
   EXPECT_DOUBLE_EQ(peak_flops(kSource, MathKind::kFp32), 10e12);
-  EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kTf32), 10e12);         // no TF32: FP32
+  EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kTf32), 10e12);  // no TF32: FP32
   // No BF16 tensor cores: FP16 tensor cores cannot run bfloat16, so it is emulated in FP32.
   EXPECT_DOUBLE_EQ(peak_flops(kB, MathKind::kBf16Tensor), 10e12);
   EXPECT_EQ(compute_unit(kB, MathKind::kBf16Tensor), ComputeUnit::kFp32Vector);
@@ -128,7 +128,7 @@ TEST(Roofline, PowerLimitIsTdpOverEnergyPerFlopNeverBelowTheBaseClock) {
   EXPECT_NEAR(sustained_flops(c, MathKind::kFp16Tensor, k), 100e12, 1e3);
   c.tdp_w = 100;
   EXPECT_NEAR(sustained_flops(c, MathKind::kTf32, k), 20e12, 1e3);  // no TF32 energy: its peak
-  c.architecture = "other";                                       // no energy for this generation
+  c.architecture = "other";                                         // no energy for this generation
   EXPECT_NEAR(sustained_flops(c, MathKind::kFp16Tensor, k), 100e12, 1e3);
   c.architecture = "gen";
   // A compute-bound kernel (1e12 FLOPs: 10 ms roofline on the source, 10 ms more measured) takes
@@ -136,7 +136,6 @@ TEST(Roofline, PowerLimitIsTdpOverEnergyPerFlopNeverBelowTheBaseClock) {
   const KernelRecord g = kernel(20000, 1e12, 1e9);
   EXPECT_NEAR(scale_kernel_us(g, kSource, c, k), 1e12 / 60e12 * 1e6 + 10000, 1e-6);  // same SMs x clock
 }
-
 
 TEST(Roofline, IssueRatioIsSmsTimesClock) {
   EXPECT_DOUBLE_EQ(issue_ratio(kSource, kA), 2.0);
@@ -481,8 +480,8 @@ TEST(ShippedCards, TheSharedConstantsAreTheOnlyFreeParameters) {
 
 TEST(ShippedCards, TheEightSeedNumbersWithin15PercentAndBothCrossoversRight) {
   const auto predictions = predict_all(protocol_profiles(), shipped_cards(), RooflineConstants{});
-  const auto checks =
-      check_reference(predictions, bench::load_reference_table(test::source_dir() / "data" / "reference" / "autodl_seed.csv"));
+  const auto checks = check_reference(
+      predictions, bench::load_reference_table(test::source_dir() / "data" / "reference" / "autodl_seed.csv"));
   ASSERT_EQ(checks.size(), 8u);
   std::map<std::string, double> predicted;  // "card model precision"
   for (const auto& c : checks) {

@@ -36,7 +36,8 @@ TEST(SourceTree, NoCodeCallsStdFilesystemRemoveAll) {
     }
   }
   EXPECT_GT(scanned, 100) << "the source tree was not found under " << root;
-  EXPECT_TRUE(offenders.empty()) << "files calling std::filesystem::remove_all: " << ::testing::PrintToString(offenders);
+  EXPECT_TRUE(offenders.empty()) << "files calling std::filesystem::remove_all: "
+                                 << ::testing::PrintToString(offenders);
 }
 
 }  // namespace

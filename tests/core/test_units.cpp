@@ -30,7 +30,8 @@ TEST(Units, RejectsNonsenseWithTheFieldName) {
 TEST(Units, ParsesWholeNumbersOnly) {
   EXPECT_EQ(to_integer("96"), 96);
   EXPECT_EQ(to_integer("-3"), -3);
-  for (const char* bad : {"", "9x", " 9", "1e3", "99999999999999999999"}) EXPECT_FALSE(to_integer(bad).has_value()) << bad;
+  for (const char* bad : {"", "9x", " 9", "1e3", "99999999999999999999"})
+    EXPECT_FALSE(to_integer(bad).has_value()) << bad;
   EXPECT_DOUBLE_EQ(to_number("1e-4").value(), 1e-4);
   EXPECT_DOUBLE_EQ(to_number("0.33").value(), 0.33);
   for (const char* bad : {"", "0.3mm", " 1", "x"}) EXPECT_FALSE(to_number(bad).has_value()) << bad;

@@ -6,8 +6,8 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "support/test_support.h"
@@ -240,8 +240,8 @@ TEST_F(DataParallelTrain, TwoGlooProcessesMatchOneProcessWithTheGlobalBatch) {
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, w] : a) {
     ASSERT_TRUE(b.count(name)) << name;
-    EXPECT_TRUE(torch::allclose(w, b.at(name), 1e-4, 1e-6)) << name << ": largest difference "
-                                                             << (w - b.at(name)).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(w, b.at(name), 1e-4, 1e-6))
+        << name << ": largest difference " << (w - b.at(name)).abs().max().item<double>();
   }
   // The comparison can fail: one process with batch 1 (half the data) ends elsewhere.
   const auto half = test::run_voxfit(common + " --batch 1 --output '" + (dir() / "half").string() + "'");
@@ -274,8 +274,9 @@ namespace {
 
 class DistributedSweep : public test::TempDirTest {};
 
-const std::string kTinySweep = " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
-                               " --warmup-steps 1 --timed-steps 1 --no-throughput-table --threads 1";
+const std::string kTinySweep =
+    " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
+    " --warmup-steps 1 --timed-steps 1 --no-throughput-table --threads 1";
 
 std::vector<nlohmann::json> journal_of(const test::fs::path& file) {
   std::vector<nlohmann::json> out;
@@ -287,9 +288,9 @@ std::vector<nlohmann::json> journal_of(const test::fs::path& file) {
 
 // --parallel 2 on the CPU: two processes, one point each (--shard 0/2 and 1/2), merged.
 TEST_F(DistributedSweep, ParallelProcessesShareTheGridAndMerge) {
-  const auto r = test::run_voxfit("sweep --device cpu --dataset '" + test::prepared_ct_cache().string() + "'" +
-                                  kTinySweep + " --budgets 256MiB,320MiB --parallel 2 --output '" +
-                                  (dir() / "out").string() + "'");
+  const auto r =
+      test::run_voxfit("sweep --device cpu --dataset '" + test::prepared_ct_cache().string() + "'" + kTinySweep +
+                       " --budgets 256MiB,320MiB --parallel 2 --output '" + (dir() / "out").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto a = journal_of(dir() / "out" / "points" / "gpu0" / "results.jsonl");
   const auto b = journal_of(dir() / "out" / "points" / "gpu1" / "results.jsonl");
@@ -317,8 +318,8 @@ TEST_F(DistributedSweep, SlurmArrayScriptRunsAPointAndMerges) {
   EXPECT_EQ(script.find("'--emit-slurm'"), std::string::npos) << script;
   EXPECT_FALSE(test::fs::exists(out / "results.jsonl")) << "emitting must not run the sweep";
   // What Slurm would run as task 1.
-  const std::string task = "cd '" + dir().string() + "' && SLURM_ARRAY_TASK_ID=1 bash '" + (out / "sweep.sbatch").string() +
-                           "' >'" + (dir() / "task.log").string() + "' 2>&1";
+  const std::string task = "cd '" + dir().string() + "' && SLURM_ARRAY_TASK_ID=1 bash '" +
+                           (out / "sweep.sbatch").string() + "' >'" + (dir() / "task.log").string() + "' 2>&1";
   ASSERT_EQ(std::system(task.c_str()), 0);
   const auto point = journal_of(out / "points" / "1" / "results.jsonl");
   ASSERT_EQ(point.size(), 1u);

@@ -43,7 +43,8 @@ inline void write_mha(const fs::path& p, const std::vector<int>& sizes) {
   }
   std::ofstream out(p, std::ios::binary);
   out << "ObjectType = Image\nNDims = " << sizes.size() << "\nBinaryData = True\nBinaryDataByteOrderMSB = False\n"
-      << "ElementSpacing =" << spacing << "\nDimSize =" << dim << "\nElementType = MET_SHORT\nElementDataFile = LOCAL\n";
+      << "ElementSpacing =" << spacing << "\nDimSize =" << dim
+      << "\nElementType = MET_SHORT\nElementDataFile = LOCAL\n";
   const std::string zeros(n * 2, '\0');
   out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
 }

@@ -19,8 +19,9 @@ TEST_F(Dataset, MsdManifestListsCasesLabelsAndModalities) {
   const auto root = dir() / "msd";
   test::link(totalseg_dir() / "example_ct_sm.nii.gz", root / "imagesTr" / "ct_a.nii.gz");
   test::link(totalseg_dir() / "example_seg.nii.gz", root / "labelsTr" / "ct_a.nii.gz");
-  test::write_msd_manifest(root, {{"./imagesTr/ct_a.nii.gz", "./labelsTr/ct_a.nii.gz"}, {"../ct_dicom", "./labelsTr/d.nii.gz"}},
-                           {{"0", "background"}, {"1", "spleen"}, {"5", "liver"}});
+  test::write_msd_manifest(
+      root, {{"./imagesTr/ct_a.nii.gz", "./labelsTr/ct_a.nii.gz"}, {"../ct_dicom", "./labelsTr/d.nii.gz"}},
+      {{"0", "background"}, {"1", "spleen"}, {"5", "liver"}});
   const io::Dataset d = io::load_dataset(root);
   EXPECT_EQ(d.layout, io::DatasetLayout::Msd);
   EXPECT_EQ(d.name, "TestMSD");
@@ -100,7 +101,8 @@ TEST_F(Dataset, MalformedManifestsAreConfigErrorsNamingFileAndField) {
   EXPECT_THROW(io::load_dataset(dir() / "a"), ConfigError);
   test::write_text(dir() / "a" / "dataset.json", R"({"training": "x"})");
   EXPECT_THROW(io::load_dataset(dir() / "a"), ConfigError);
-  test::write_text(dir() / "a" / "dataset.json", R"({"channel_names": {"0": "CT"}, "file_ending": ".nii.gz", "labels": {"a": [1, 2]}})");
+  test::write_text(dir() / "a" / "dataset.json",
+                   R"({"channel_names": {"0": "CT"}, "file_ending": ".nii.gz", "labels": {"a": [1, 2]}})");
   try {
     io::load_dataset(dir() / "a");
     ADD_FAILURE();

@@ -161,7 +161,8 @@ TEST_F(DataCheck, ChannelsOnDifferentGridsAreReported) {
   io::write_volume(root / "imagesTr" / "c_0001.nii.gz", shifted);
   io::write_volume(root / "labelsTr" / "c.nii.gz", small_label());
   test::write_nnunet_manifest(root, {"T1", "T2"}, {{"background", 0}, {"organ", 1}});
-  expect_problem(root, root / "imagesTr" / "c_0001.nii.gz", {"channel 1 is on another grid", "spacing", "co-registered"});
+  expect_problem(root, root / "imagesTr" / "c_0001.nii.gz",
+                 {"channel 1 is on another grid", "spacing", "co-registered"});
 }
 
 TEST_F(DataCheck, MissingFilesAreReported) {

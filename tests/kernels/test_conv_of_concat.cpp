@@ -48,8 +48,8 @@ std::vector<torch::Tensor> concat_leaves(const ConcatCase& c) {
 
 // Outputs and the gradients of sum(out_i * g_i) with respect to every leaf.
 std::vector<torch::Tensor> run_concat(const ConcatCase& c, bool keeping_parts) {
-  const auto outs = keeping_parts ? convs_of_concat_keeping_parts(c.a, c.b, c.convs)
-                                  : convs_of_concat_reference(c.a, c.b, c.convs);
+  const auto outs =
+      keeping_parts ? convs_of_concat_keeping_parts(c.a, c.b, c.convs) : convs_of_concat_reference(c.a, c.b, c.convs);
   torch::Tensor total;
   std::vector<torch::Tensor> result;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -114,7 +114,7 @@ TEST(ConvsOfConcatCuda, Fp16AutocastMatchesTheReferenceAndKeepsLess) {
   const auto w1 = (torch::randn({16, 32, 3, 3, 3}, f32) * 0.05).requires_grad_();
   const auto w3 = (torch::randn({16, 32, 1, 1, 1}, f32) * 0.2).requires_grad_();
   const std::vector<ConcatConv> convs{{w1, {}, 1, 1}, {w3, {}, 1, 0}};
-  std::vector<std::vector<torch::Tensor>> results;
+  std::vector<std::vector<torch::Tensor> > results;
   std::vector<int64_t> kept, peak;
   for (const bool parts : {false, true}) {
     const auto a = a0.clone().requires_grad_(), b = b0.clone().requires_grad_();

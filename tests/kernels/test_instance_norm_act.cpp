@@ -140,8 +140,8 @@ double relative_error(const torch::Tensor& got, const torch::Tensor& want) {
 
 TEST(InstanceNormActCuda, FusedMatchesFloat64ReferenceInOutputAndEveryGradient) {
   if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
-  const std::vector<std::vector<int64_t>> shapes = {{2, 3, 5, 7, 9}, {1, 16, 12, 12, 12}, {2, 40, 6, 5, 7},
-                                                    {3, 1, 9, 4, 3}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 3, 5, 7, 9}, {1, 16, 12, 12, 12}, {2, 40, 6, 5, 7}, {3, 1, 9, 4, 3}};
   std::vector<Case> cases;
   for (const auto& shape : shapes)
     for (const bool cl : {false, true})

@@ -11,11 +11,15 @@ namespace {
 
 TEST(BreakdownCompare, MatchesPartsByNameAndAddsBlocksAndPeak) {
   MemoryBreakdown predicted, measured;
-  predicted.parts = {{"parameters", "static", 100}, {"encoder0", "activations", 300},
-                     {"other activations", "activations", 50}, {"workspace", "workspace", 0}};
+  predicted.parts = {{"parameters", "static", 100},
+                     {"encoder0", "activations", 300},
+                     {"other activations", "activations", 50},
+                     {"workspace", "workspace", 0}};
   predicted.peak_allocated = 450;
-  measured.parts = {{"parameters", "static", 100}, {"encoder0", "activations", 200},
-                    {"other activations", "activations", 40}, {"gradients", "gradients", 10}};
+  measured.parts = {{"parameters", "static", 100},
+                    {"encoder0", "activations", 200},
+                    {"other activations", "activations", 40},
+                    {"gradients", "gradients", 10}};
   measured.peak_allocated = 500;
   const auto rows = compare_breakdowns(predicted, measured);
   ASSERT_EQ(rows.size(), 7u);

@@ -76,8 +76,7 @@ TEST(BudgetPlan, BudgetLargerThanTheMachineIsABudgetError) {
 
 TEST(BudgetPlan, CudaWithoutCudaIsUnsupported) {
   if (cuda_available()) GTEST_SKIP() << "this machine has CUDA (tests/memory/test_cuda_memory.cpp covers it)";
-  EXPECT_THROW(plan_budget(parse_budget("24GiB", "", shipped_table()), c10::Device(c10::kCUDA, 0)),
-               UnsupportedError);
+  EXPECT_THROW(plan_budget(parse_budget("24GiB", "", shipped_table()), c10::Device(c10::kCUDA, 0)), UnsupportedError);
 }
 
 TEST(ScopedBudgetCpu, CapsTheCpuAllocatorAndRestoresIt) {

@@ -38,7 +38,7 @@ class CardTableTest : public TempDirTest {
 
 TEST_F(CardTableTest, ShippedTableHasEveryReferenceCard) {
   const CardTable table = load_card_table(test::source_dir() / "data" / "cards.csv");
-  const std::set<std::string> expected = {"rtx3090", "a40",       "a100_40gb", "a100_80gb", "v100_16gb", "v100_32gb",
+  const std::set<std::string> expected = {"rtx3090",   "a40",     "a100_40gb", "a100_80gb", "v100_16gb", "v100_32gb",
                                           "rtx2080ti", "titanxp", "gtx1080ti", "rtx3060",   "rtx3080ti", "rtx_a4000",
                                           "rtx_a5000", "rtx4090", "h100_sxm",  "h200_sxm"};
   const auto ids = table.ids();
@@ -109,10 +109,10 @@ TEST_F(CardTableTest, MalformedTablesAreRejectedWithTheirPlace) {
   const std::string row = "one,Card One,24,24000,900,80,1700,30,60,30,60,6,300,estimated\n";
   EXPECT_NE(load_error("").find("no cards"), std::string::npos);
   EXPECT_NE(load_error(std::string(kHeader)).find("no cards"), std::string::npos);
-  EXPECT_NE(load_error("id,name,memory_gb\n" + row).find("cards.csv:1: header lacks the required columns cuda_visible_mib"),
-            std::string::npos);
-  EXPECT_NE(load_error(std::string(kHeader) + "one,Card One,24\n").find("cards.csv:2: expected 14"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error("id,name,memory_gb\n" + row).find("cards.csv:1: header lacks the required columns cuda_visible_mib"),
+      std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + "one,Card One,24\n").find("cards.csv:2: expected 14"), std::string::npos);
   EXPECT_NE(load_error(std::string(kHeader) + row + row).find("cards.csv:3:1 (id): card 'one' is listed twice"),
             std::string::npos);
   EXPECT_NE(load_error(std::string(kHeader) + "One,Card,24,24000,900,80,1700,30,60,30,60,6,300,estimated\n")
@@ -130,10 +130,10 @@ TEST_F(CardTableTest, MalformedTablesAreRejectedWithTheirPlace) {
 }
 
 TEST_F(CardTableTest, ColumnsMayComeInAnyOrderAndEmptyRatesMeanNone) {
-  const CardTable table = load_card_table(
-      write("visible_source,id,name,memory_gb,cuda_visible_mib,bandwidth_gbs,sms,boost_mhz,fp32_tflops,"
-            "fp16_tensor_tflops,tf32_tflops,bf16_tflops,l2_mb,tdp_w\r\n"
-            "measured-public-log,old,Old Card,11,11172,484,28,1582,11.3,,,,2.75,250\r\n"));
+  const CardTable table =
+      load_card_table(write("visible_source,id,name,memory_gb,cuda_visible_mib,bandwidth_gbs,sms,boost_mhz,fp32_tflops,"
+                            "fp16_tensor_tflops,tf32_tflops,bf16_tflops,l2_mb,tdp_w\r\n"
+                            "measured-public-log,old,Old Card,11,11172,484,28,1582,11.3,,,,2.75,250\r\n"));
   const CardSpec& c = table.at("old");
   EXPECT_EQ(c.cuda_visible_bytes(), 11172 * kMiB);
   EXPECT_EQ(c.visible_source, VisibleSource::MeasuredPublicLog);
@@ -167,10 +167,10 @@ TEST_F(CardTableTest, UnknownColumnsAreIgnoredAndMissingRequiredOnesNamed) {
 
 TEST_F(CardTableTest, InbandEccIsAnOptionalYesNoColumn) {
   const std::string header = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",inband_ecc\n";
-  const CardTable table = load_card_table(write(header +
-                                                "e,Card E,48,45416,696,84,1740,37.4,149.7,74.8,149.7,6,300,estimated,yes\n"
-                                                "n,Card N,24,24268,936,82,1695,35.6,71,35.6,71,6,350,estimated,no\n"
-                                                "u,Card U,24,24268,936,82,1695,35.6,71,35.6,71,6,350,estimated,\n"));
+  const CardTable table =
+      load_card_table(write(header + "e,Card E,48,45416,696,84,1740,37.4,149.7,74.8,149.7,6,300,estimated,yes\n"
+                                     "n,Card N,24,24268,936,82,1695,35.6,71,35.6,71,6,350,estimated,no\n"
+                                     "u,Card U,24,24268,936,82,1695,35.6,71,35.6,71,6,350,estimated,\n"));
   EXPECT_TRUE(table.at("e").inband_ecc);
   EXPECT_FALSE(table.at("n").inband_ecc);
   EXPECT_FALSE(table.at("u").inband_ecc);

@@ -89,8 +89,8 @@ TEST_F(CudaMemory, CardBudgetCapsTheCachingAllocator) {
 
 TEST_F(CudaMemory, TwoHundredForcedOomsReturnToBaseline) {
   const ScopedBudget budget(parse_budget("", "rtx3090", *table_), kGpu);
-  auto net = torch::nn::Sequential(torch::nn::Conv3d(torch::nn::Conv3dOptions(1, 16, 3).padding(1)),
-                                   torch::nn::ReLU(), torch::nn::Conv3d(torch::nn::Conv3dOptions(16, 2, 1)));
+  auto net = torch::nn::Sequential(torch::nn::Conv3d(torch::nn::Conv3dOptions(1, 16, 3).padding(1)), torch::nn::ReLU(),
+                                   torch::nn::Conv3d(torch::nn::Conv3dOptions(16, 2, 1)));
   net->to(kGpu);
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
   auto step = [&](int64_t batch) {

@@ -1,8 +1,8 @@
 // Real training steps (Conv3d net, cross-entropy, AdamW) under the CPU budget: the allocator, the
 // tracker and the OOM recovery as the max-batch search uses them.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "voxfit/core/units.h"
 #include "voxfit/memory/cpu_budget.h"
@@ -19,9 +19,7 @@ struct TinyNetImpl : torch::nn::Module {
       : c1(register_module("c1", torch::nn::Conv3d(torch::nn::Conv3dOptions(1, 8, 3).padding(1)))),
         c2(register_module("c2", torch::nn::Conv3d(torch::nn::Conv3dOptions(8, 8, 3).padding(1)))),
         head(register_module("head", torch::nn::Conv3d(torch::nn::Conv3dOptions(8, 2, 1)))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    return head(torch::relu(c2(torch::relu(c1(x)))));
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return head(torch::relu(c2(torch::relu(c1(x))))); }
   torch::nn::Conv3d c1, c2, head;
 };
 TORCH_MODULE(TinyNet);

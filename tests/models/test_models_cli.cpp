@@ -79,8 +79,8 @@ models::ModelContext context_for(const std::vector<std::string>& args, const std
 }
 
 TEST(ModelOptions, ContextFromTheCommandLine) {
-  auto ctx = context_for({"--patch", "96,96,64", "--in-channels", "2", "--checkpoint", "blocks", "--attention",
-                          "math", "--channels-last", "--feature-size", "24", "--use-v2", "true"},
+  auto ctx = context_for({"--patch", "96,96,64", "--in-channels", "2", "--checkpoint", "blocks", "--attention", "math",
+                          "--channels-last", "--feature-size", "24", "--use-v2", "true"},
                          "swin_unetr");
   EXPECT_EQ(ctx.patch, (std::vector<int64_t>{96, 96, 64}));
   EXPECT_EQ(ctx.in_channels, 2);
@@ -111,6 +111,7 @@ TEST(ModelOptions, BadValuesNameTheOption) {
   EXPECT_TRUE(contains(message({"--patch", "96,x,96"}, "unetr"), "--patch"));
   EXPECT_TRUE(contains(message({"--classes", "0"}, "unetr"), "--classes must be >= 1"));
   EXPECT_TRUE(contains(message({"--checkpoint", "some"}, "unetr"), "--checkpoint: expected none, blocks or all"));
+  EXPECT_TRUE(contains(message({"--recompute", "some"}, "unetr"), "--recompute: expected none, blocks or all"));
   EXPECT_TRUE(contains(message({"--window-size", "5"}, "unetr"), "--window-size is not a parameter of unetr"));
 }
 

@@ -7,10 +7,10 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/models/blocks/layers.h"
-#include "voxfit/models/network.h"
 #include "voxfit/models/nets/resnet.h"
 #include "voxfit/models/nets/unet3d.h"
 #include "voxfit/models/nets/vit.h"
+#include "voxfit/models/network.h"
 
 namespace voxfit::models {
 namespace {
@@ -37,16 +37,16 @@ TEST_P(ParameterCount, MatchesReferenceImplementation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Reference, ParameterCount,
-    ::testing::Values(CountCase{"unet3d", "unet3d", {}, 31205254}, CountCase{"unetr", "unetr", {}, 92784046},
-                      CountCase{"swin_unetr_48", "swin_unetr", {}, 62187296},
-                      CountCase{"swin_unetr_24", "swin_unetr", {{"feature_size", "24"}}, 15703304},
-                      CountCase{"swin_unetr_12", "swin_unetr", {{"feature_size", "12"}}, 4078220},
-                      CountCase{"swin_unetr_v2_48", "swin_unetr", {{"use_v2", "true"}}, 72762656},
-                      CountCase{"resnet50", "resnet50", {}, 25557032},
-                      CountCase{"vit_base_patch16_224", "vit_base_patch16_224", {}, 86567656}),
-    [](const auto& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Reference, ParameterCount,
+                         ::testing::Values(CountCase{"unet3d", "unet3d", {}, 31205254},
+                                           CountCase{"unetr", "unetr", {}, 92784046},
+                                           CountCase{"swin_unetr_48", "swin_unetr", {}, 62187296},
+                                           CountCase{"swin_unetr_24", "swin_unetr", {{"feature_size", "24"}}, 15703304},
+                                           CountCase{"swin_unetr_12", "swin_unetr", {{"feature_size", "12"}}, 4078220},
+                                           CountCase{"swin_unetr_v2_48", "swin_unetr", {{"use_v2", "true"}}, 72762656},
+                                           CountCase{"resnet50", "resnet50", {}, 25557032},
+                                           CountCase{"vit_base_patch16_224", "vit_base_patch16_224", {}, 86567656}),
+                         [](const auto& info) { return info.param.label; });
 
 TEST(Registry, ListsTheFiveNetworksWithTheirTasksAndContexts) {
   std::vector<std::string> names;

@@ -143,8 +143,8 @@ TEST(Attention, CudaHalfSdpaMatchesMathWithBiasAndMask) {
   const auto dev = torch::Device(torch::kCUDA);
   const auto q = torch::randn({2, 5, 3, 27, 16}, dev), k = torch::randn_like(q), v = torch::randn_like(q);
   const auto bias = torch::randn({3, 27, 27}, dev).requires_grad_();
-  const auto mask = torch::where(torch::rand({5, 1, 27, 27}, dev) > 0.5, torch::full({}, -100.0f, dev),
-                                 torch::zeros({}, dev));
+  const auto mask =
+      torch::where(torch::rand({5, 1, 27, 27}, dev) > 0.5, torch::full({}, -100.0f, dev), torch::zeros({}, dev));
   const auto w = torch::randn_like(q);
   const auto qh = q.to(torch::kHalf).requires_grad_();
   const auto fused = attention(qh, k.to(torch::kHalf), v.to(torch::kHalf), bias, mask, AttentionMode::kSdpa);
@@ -256,7 +256,8 @@ TEST(FoldForInference, ResNetEvalOutputIsUnchangedAndTrainingIgnoresIt) {
       if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 2.0);
     }
     for (const auto& p : net->named_parameters())
-      if (p.key().find("bn") != std::string::npos && p.key().find("bias") != std::string::npos) p.value().normal_(0.0, 0.3);
+      if (p.key().find("bn") != std::string::npos && p.key().find("bias") != std::string::npos)
+        p.value().normal_(0.0, 0.3);
   }
   const auto x = torch::randn({2, 3, 64, 64});
   net->eval();

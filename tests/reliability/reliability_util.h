@@ -228,21 +228,47 @@ inline fs::path shared_fixture(const std::string& name, const std::function<void
 /// small_msd_dataset prepared by `voxfit data prepare` (one case of about 24 x 20 x 16 voxels):
 /// quick to train on.
 inline fs::path small_cache() {
-  static const fs::path cache = shared_fixture("cache", [](const fs::path& root) {
-    small_msd_dataset(root / "ds");
-    const auto r = run_voxfit("data prepare -q '" + (root / "ds").string() + "' -o '" + (root / "cache").string() + "'");
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  }) / "cache";
+  static const fs::path cache = shared_fixture("cache",
+                                               [](const fs::path& root) {
+                                                 small_msd_dataset(root / "ds");
+                                                 const auto r =
+                                                     run_voxfit("data prepare -q '" + (root / "ds").string() +
+                                                                "' -o '" + (root / "cache").string() + "'");
+                                                 ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+                                               }) /
+                                "cache";
   return cache;
 }
 
 /// `voxfit train` arguments for a tiny 3D UNet on small_cache() on the CPU.
 inline std::vector<std::string> tiny_train_args(const fs::path& run, int steps, const std::string& features = "4",
                                                 const std::string& max_features = "8") {
-  return {"train", "--device", "cpu", "--threads", "1", "--dataset", small_cache().string(), "--model", "unet3d",
-          "--stages", "3", "--base-features", features, "--max-features", max_features, "--patch", "16,16,16",
-          "--batch", "1", "--steps", std::to_string(steps), "--loader-threads", "1", "--no-augment",
-          "--output", run.string()};
+  return {"train",
+          "--device",
+          "cpu",
+          "--threads",
+          "1",
+          "--dataset",
+          small_cache().string(),
+          "--model",
+          "unet3d",
+          "--stages",
+          "3",
+          "--base-features",
+          features,
+          "--max-features",
+          max_features,
+          "--patch",
+          "16,16,16",
+          "--batch",
+          "1",
+          "--steps",
+          std::to_string(steps),
+          "--loader-threads",
+          "1",
+          "--no-augment",
+          "--output",
+          run.string()};
 }
 
 inline std::string join_args(const std::vector<std::string>& args) {

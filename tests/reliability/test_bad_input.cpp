@@ -43,7 +43,8 @@ fs::path patched_nii(const fs::path& target, const Volume& v, const std::functio
 }
 
 fs::path with_spacing(const fs::path& root, float sx) {
-  return patched_nii(image_of(root), test::small_ct(), [&](std::string& b) { test::poke<float>(b, test::kNiiPixdim + 4, sx); });
+  return patched_nii(image_of(root), test::small_ct(),
+                     [&](std::string& b) { test::poke<float>(b, test::kNiiPixdim + 4, sx); });
 }
 
 // Rewrites dataset.json so case c0's image is `image` (relative to root).
@@ -61,7 +62,12 @@ void copy_dicom(const fs::path& dir, std::optional<std::size_t> skip = std::null
 
 const std::vector<BadInput>& cases() {
   static const std::vector<BadInput> all = {
-      {"ZeroLength", [](const fs::path& r) { test::write_text(image_of(r), ""); return image_of(r); }, ""},
+      {"ZeroLength",
+       [](const fs::path& r) {
+         test::write_text(image_of(r), "");
+         return image_of(r);
+       },
+       ""},
       {"TruncatedGzip",
        [](const fs::path& r) {
          test::write_truncated_copy(image_of(r), r / "cut", 0.6);
@@ -78,17 +84,24 @@ const std::vector<BadInput>& cases() {
          return image_of(r);
        },
        ""},
-      {"NotAnImage", [](const fs::path& r) { test::write_text(image_of(r), std::string(4096, 'x')); return image_of(r); }, ""},
+      {"NotAnImage",
+       [](const fs::path& r) {
+         test::write_text(image_of(r), std::string(4096, 'x'));
+         return image_of(r);
+       },
+       ""},
       {"LyingHeaderPlainNii",
        [](const fs::path& r) {
          const fs::path p = r / "imagesTr" / "c0.nii";
          point_image_at(r, "./imagesTr/c0.nii");
-         return patched_nii(p, test::small_ct(), [](std::string& b) { test::poke<std::int16_t>(b, test::kNiiDim + 6, 64); });
+         return patched_nii(p, test::small_ct(),
+                            [](std::string& b) { test::poke<std::int16_t>(b, test::kNiiDim + 6, 64); });
        },
        "lying header"},
       {"LyingHeaderGzip",
        [](const fs::path& r) {
-         return patched_nii(image_of(r), test::small_ct(), [](std::string& b) { test::poke<std::int16_t>(b, test::kNiiDim + 6, 64); });
+         return patched_nii(image_of(r), test::small_ct(),
+                            [](std::string& b) { test::poke<std::int16_t>(b, test::kNiiDim + 6, 64); });
        },
        "truncated"},
       {"HugeDimsPlainNii",
@@ -192,7 +205,12 @@ const std::vector<BadInput>& cases() {
          return label_of(r);
        },
        "label grid differs", false},
-      {"LabelMissing", [](const fs::path& r) { fs::remove(label_of(r)); return label_of(r); }, "file not found", false},
+      {"LabelMissing",
+       [](const fs::path& r) {
+         fs::remove(label_of(r));
+         return label_of(r);
+       },
+       "file not found", false},
       {"DicomMixedSeries",
        [](const fs::path& r) {
          copy_dicom(r / "imagesTr" / "dcm");
@@ -280,10 +298,13 @@ INSTANTIATE_TEST_SUITE_P(Files, BadPredictInput, ::testing::ValuesIn(image_cases
 
 // One tiny training run; predict needs a checkpoint with its plan, not a good one.
 fs::path trained_checkpoint() {
-  static const fs::path ckpt = test::shared_fixture("run", [](const fs::path& root) {
-    const auto r = run_voxfit(test::join_args(test::tiny_train_args(root / "run", 1)));
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  }) / "run" / "last.pt";
+  static const fs::path ckpt =
+      test::shared_fixture("run",
+                           [](const fs::path& root) {
+                             const auto r = run_voxfit(test::join_args(test::tiny_train_args(root / "run", 1)));
+                             ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+                           }) /
+      "run" / "last.pt";
   return ckpt;
 }
 
@@ -323,24 +344,40 @@ const torch::Tensor kLabel = (torch::rand({16, 12, 10}) > 0.5).to(torch::kUInt8)
 
 INSTANTIATE_TEST_SUITE_P(
     Files, BadH5Test,
-    ::testing::Values(
-        BadH5{"NoLabelDataset", [](const fs::path& f) { write_h5(f, {{"image", kImage}}); }, "label: no such dataset"},
-        BadH5{"NoImageDataset", [](const fs::path& f) { write_h5(f, {{"label", kLabel}}); }, "image: no such dataset"},
-        BadH5{"ImageRankTwo", [](const fs::path& f) { write_h5(f, {{"image", kImage[0]}, {"label", kLabel}}); },
-              "expected a 3D [D, H, W] or 4D [C, D, H, W] dataset, found 2D"},
-        BadH5{"LabelRankFour",
-              [](const fs::path& f) { write_h5(f, {{"image", kImage}, {"label", kLabel.unsqueeze(0).repeat({2, 1, 1, 1})}}); },
-              "expected one 3D volume, found 2 channels"},
-        BadH5{"LabelShapeDiffers", [](const fs::path& f) { write_h5(f, {{"image", kImage}, {"label", kLabel.slice(0, 0, 8)}}); },
-              "label grid differs"},
-        BadH5{"NotHdf5", [](const fs::path& f) { test::write_text(f, std::string(2048, '\x01')); }, "not a readable HDF5 file"},
-        BadH5{"TruncatedHdf5",
-              [](const fs::path& f) {
-                write_h5(f, {{"image", kImage}, {"label", kLabel}});
-                test::write_truncated_copy(f, f.string() + ".cut", 0.5);
-                fs::rename(f.string() + ".cut", f);
-              },
-              "case0.h5"}),
+    ::testing::Values(BadH5{"NoLabelDataset",
+                            [](const fs::path& f) {
+                              write_h5(f, {{"image", kImage}});
+                            },
+                            "label: no such dataset"},
+                      BadH5{"NoImageDataset",
+                            [](const fs::path& f) {
+                              write_h5(f, {{"label", kLabel}});
+                            },
+                            "image: no such dataset"},
+                      BadH5{"ImageRankTwo",
+                            [](const fs::path& f) {
+                              write_h5(f, {{"image", kImage[0]}, {"label", kLabel}});
+                            },
+                            "expected a 3D [D, H, W] or 4D [C, D, H, W] dataset, found 2D"},
+                      BadH5{"LabelRankFour",
+                            [](const fs::path& f) {
+                              write_h5(f, {{"image", kImage}, {"label", kLabel.unsqueeze(0).repeat({2, 1, 1, 1})}});
+                            },
+                            "expected one 3D volume, found 2 channels"},
+                      BadH5{"LabelShapeDiffers",
+                            [](const fs::path& f) {
+                              write_h5(f, {{"image", kImage}, {"label", kLabel.slice(0, 0, 8)}});
+                            },
+                            "label grid differs"},
+                      BadH5{"NotHdf5", [](const fs::path& f) { test::write_text(f, std::string(2048, '\x01')); },
+                            "not a readable HDF5 file"},
+                      BadH5{"TruncatedHdf5",
+                            [](const fs::path& f) {
+                              write_h5(f, {{"image", kImage}, {"label", kLabel}});
+                              test::write_truncated_copy(f, f.string() + ".cut", 0.5);
+                              fs::rename(f.string() + ".cut", f);
+                            },
+                            "case0.h5"}),
     [](const ::testing::TestParamInfo<BadH5>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -31,7 +31,7 @@ TEST_P(BadManifestTest, EveryCommandThatReadsItNamesFileAndField) {
   const fs::path manifest = root / "dataset.json";
   test::write_text(manifest, GetParam().json);
   for (const std::string& cmd : {"data check '" + root.string() + "'",
-                                "data prepare '" + manifest.string() + "' -o '" + (dir() / "cache").string() + "'"}) {
+                                 "data prepare '" + manifest.string() + "' -o '" + (dir() / "cache").string() + "'"}) {
     const auto r = run_voxfit(cmd);
     EXPECT_TRUE(clean_failure(r, {manifest.string(), GetParam().field}, 2)) << cmd;
   }
@@ -41,8 +41,7 @@ TEST_P(BadManifestTest, EveryCommandThatReadsItNamesFileAndField) {
 INSTANTIATE_TEST_SUITE_P(
     Manifests, BadManifestTest,
     ::testing::Values(
-        BadManifest{"Empty", "", "not valid JSON"},
-        BadManifest{"Unterminated", "{ \"training\": [", "not valid JSON"},
+        BadManifest{"Empty", "", "not valid JSON"}, BadManifest{"Unterminated", "{ \"training\": [", "not valid JSON"},
         BadManifest{"NotAnObject", "[1, 2, 3]", "expected a JSON object"},
         BadManifest{"Neither", "{\"name\": \"x\"}", "neither an MSD manifest"},
         BadManifest{"NameNotAString", R"({"name": 5, "training": []})", "name"},
@@ -87,8 +86,8 @@ TEST_P(BadIniTest, RefusedWithOneLineNamingFileAndKey) {
 
 // Unknown keys, at top level and in the command's section, for every command.
 std::vector<BadIni> unknown_keys() {
-  static const char* commands[] = {"info", "data check", "data prepare", "data bench", "data demo", "models",
-                                   "train", "predict", "sweep", "bench", "cards"};
+  static const char* commands[] = {"info",  "data check", "data prepare", "data bench", "data demo", "models",
+                                   "train", "predict",    "sweep",        "bench",      "cards"};
   static std::vector<std::string> texts;  // keeps the ini texts alive for the BadIni pointers
   static std::vector<std::string> names;
   std::vector<BadIni> out;
@@ -170,37 +169,37 @@ TEST_P(BadTrainOptions, RefusedBeforeWritingAnything) {
 
 INSTANTIATE_TEST_SUITE_P(
     Combinations, BadTrainOptions,
-    ::testing::Values(
-        BadRun{"BudgetBelowStaticMemory", {"--vram", "1MiB"}, {"1.00 MiB"}, 1},
-        BadRun{"PatchLargerThanEveryCase", {"--patch", "64,64,64"}, {"--patch 64x64x64"}, 2},
-        BadRun{"PatchTwoD", {"--patch", "16,16"}, {"patch"}, 2},
-        BadRun{"PatchZero", {"--patch", "0,16,16"}, {"patch"}, 2},
-        BadRun{"BatchZero", {"--batch", "0"}, {"--batch"}, 2},
-        BadRun{"BatchNotANumber", {"--batch", "lots"}, {"--batch"}, 2},
-        BadRun{"StepsZero", {"--steps", "0"}, {"--steps"}, 2},
-        BadRun{"LearningRateNaN", {"--lr", "nan"}, {"--lr"}, 2},
-        BadRun{"OversampleAboveOne", {"--oversample", "2"}, {"--oversample"}, 2},
-        BadRun{"ValidationFractionOne", {"--validation-fraction", "1"}, {"validation fraction"}, 2},
-        BadRun{"NoLoaderThreads", {"--loader-threads", "0"}, {"--loader-threads"}, 2},
-        BadRun{"UnknownModel", {"--model", "unet4d"}, {"unet4d"}, 2},
-        BadRun{"UnknownPrecision", {"--precision", "fp8"}, {"fp8"}, 2},
-        BadRun{"Fp16OnCpu", {"--precision", "fp16"}, {"fp16"}, 2},
-        BadRun{"CudaInACpuRun", {"--device", "cuda:3"}, {"cuda:3"}, 2},
-        BadRun{"VramNotASize", {"--vram", "12parsecs"}, {"12parsecs"}, 2},
-        BadRun{"UnknownCard", {"--card", "voodoo2"}, {"voodoo2"}, 2},
-        BadRun{"ResumeWithoutCheckpoint", {"--resume"}, {"last.pt"}, 1},
-        BadRun{"DatasetMissing", {"--dataset", "/nonexistent/ds"}, {"/nonexistent/ds"}, 1},
-        // Boost looped forever formatting the error for this one (fuzzing).
-        BadRun{"ValueWithBoostPlaceholder", {"--lr", "x%value%"}, {"%value%"}, 2}),
+    ::testing::Values(BadRun{"BudgetBelowStaticMemory", {"--vram", "1MiB"}, {"1.00 MiB"}, 1},
+                      BadRun{"PatchLargerThanEveryCase", {"--patch", "64,64,64"}, {"--patch 64x64x64"}, 2},
+                      BadRun{"PatchTwoD", {"--patch", "16,16"}, {"patch"}, 2},
+                      BadRun{"PatchZero", {"--patch", "0,16,16"}, {"patch"}, 2},
+                      BadRun{"BatchZero", {"--batch", "0"}, {"--batch"}, 2},
+                      BadRun{"BatchNotANumber", {"--batch", "lots"}, {"--batch"}, 2},
+                      BadRun{"StepsZero", {"--steps", "0"}, {"--steps"}, 2},
+                      BadRun{"LearningRateNaN", {"--lr", "nan"}, {"--lr"}, 2},
+                      BadRun{"OversampleAboveOne", {"--oversample", "2"}, {"--oversample"}, 2},
+                      BadRun{"ValidationFractionOne", {"--validation-fraction", "1"}, {"validation fraction"}, 2},
+                      BadRun{"NoLoaderThreads", {"--loader-threads", "0"}, {"--loader-threads"}, 2},
+                      BadRun{"UnknownModel", {"--model", "unet4d"}, {"unet4d"}, 2},
+                      BadRun{"UnknownPrecision", {"--precision", "fp8"}, {"fp8"}, 2},
+                      BadRun{"Fp16OnCpu", {"--precision", "fp16"}, {"fp16"}, 2},
+                      BadRun{"CudaInACpuRun", {"--device", "cuda:3"}, {"cuda:3"}, 2},
+                      BadRun{"VramNotASize", {"--vram", "12parsecs"}, {"12parsecs"}, 2},
+                      BadRun{"UnknownCard", {"--card", "voodoo2"}, {"voodoo2"}, 2},
+                      BadRun{"ResumeWithoutCheckpoint", {"--resume"}, {"last.pt"}, 1},
+                      BadRun{"DatasetMissing", {"--dataset", "/nonexistent/ds"}, {"/nonexistent/ds"}, 1},
+                      // Boost looped forever formatting the error for this one (fuzzing).
+                      BadRun{"ValueWithBoostPlaceholder", {"--lr", "x%value%"}, {"%value%"}, 2}),
     [](const ::testing::TestParamInfo<BadRun>& i) { return std::string(i.param.name); });
 
 // A sweep compares budgets: one that cannot hold even batch 1 is a result (max batch 0), not an
 // error, and it must be measured without a crash and recorded like any other point.
 TEST_F(BadTrainOptions, SweepRecordsABudgetBelowStaticMemoryAsMaxBatchZero) {
-  const auto r = test::run_child({"sweep", "--device", "cpu", "--threads", "1", "--dataset", test::small_cache().string(),
-                                  "--models", "unet3d", "--patches", "16", "--stages", "3", "--base-features", "4",
-                                  "--max-features", "8", "--budgets", "1MiB", "--output", (dir() / "sweep").string()},
-                                 dir() / "log");
+  const auto r = test::run_child(
+      {"sweep",    "--device",       "cpu",       "--threads", "1",        "--dataset", test::small_cache().string(),
+       "--models", "unet3d",         "--patches", "16",        "--stages", "3",         "--base-features",
+       "4",        "--max-features", "8",         "--budgets", "1MiB",     "--output",  (dir() / "sweep").string()},
+      dir() / "log");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   const auto journal = test::read_file(dir() / "sweep" / "results.jsonl");
@@ -218,8 +217,8 @@ TEST_F(BrokenCheckpoint, TruncatedEmptyOrForeignCheckpointIsOneLineNamingIt) {
   ASSERT_EQ(test::run_child(test::tiny_train_args(run, 1), dir() / "log").exit_code, 0);
   const std::string good = test::read_file(run / "last.pt");
   const fs::path input = test::totalseg_dir() / "example_ct_sm.nii.gz";
-  for (const std::string& bytes : {good.substr(0, good.size() / 2), std::string(), std::string(1000, 'P'),
-                                  test::read_file(run / "config.json")}) {
+  for (const std::string& bytes :
+       {good.substr(0, good.size() / 2), std::string(), std::string(1000, 'P'), test::read_file(run / "config.json")}) {
     test::write_text(run / "last.pt", bytes);
     auto r = run_voxfit("predict --device cpu --checkpoint '" + (run / "last.pt").string() + "' --input '" +
                         input.string() + "' --output '" + (dir() / "pred").string() + "'");

@@ -32,17 +32,19 @@ class DiskFull : public test::TempDirTest {
 TEST_F(DiskFull, PreparingTheCacheFailsCleanlyAndKeepsTheEarlierCache) {
   const fs::path root = test::small_msd_dataset(dir() / "ds");
   const fs::path cache = dir() / "cache";
-  ASSERT_EQ(test::run_child({"data", "prepare", "-q", root.string(), "-o", cache.string()}, dir() / "log").exit_code, 0);
+  ASSERT_EQ(test::run_child({"data", "prepare", "-q", root.string(), "-o", cache.string()}, dir() / "log").exit_code,
+            0);
   const auto before = snapshot(cache);
-  ASSERT_EQ(before.size(), 2u);  // plan.json and one case file
+  ASSERT_EQ(before.size(), 3u);  // plan.json, fingerprint.json and one case file
 
   // A bigger case, listed first: its HDF5 file is the first write and no longer fits. (A failure
   // after other cases were rewritten would leave them newer than plan.json: prepare is atomic per
   // file, not per cache.)
   io::write_volume(root / "imagesTr" / "b0.nii.gz", test::small_ct(PixelType::Int16, {48, 40, 32}));
   io::write_volume(root / "labelsTr" / "b0.nii.gz", test::small_label({48, 40, 32}));
-  test::write_msd_manifest(root, {{"./imagesTr/b0.nii.gz", "./labelsTr/b0.nii.gz"}, {"./imagesTr/c0.nii.gz", "./labelsTr/c0.nii.gz"}},
-                           {{"0", "background"}, {"1", "a"}, {"2", "b"}});
+  test::write_msd_manifest(
+      root, {{"./imagesTr/b0.nii.gz", "./labelsTr/b0.nii.gz"}, {"./imagesTr/c0.nii.gz", "./labelsTr/c0.nii.gz"}},
+      {{"0", "background"}, {"1", "a"}, {"2", "b"}});
   test::SpawnOptions limit;
   limit.max_file_bytes = 64 << 10;
   const auto r = test::run_child({"data", "prepare", "-q", root.string(), "-o", cache.string()}, dir() / "log", limit);
@@ -79,10 +81,31 @@ TEST_F(DiskFull, WritingACheckpointFailsCleanlyAndKeepsThePreviousOne) {
 
 TEST_F(DiskFull, AppendingSweepResultsFailsCleanlyAndKeepsEarlierEntries) {
   const fs::path out = dir() / "sweep";
-  std::vector<std::string> args{"sweep", "--device", "cpu", "--threads", "1", "--dataset", test::small_cache().string(),
-                                "--models", "unet3d", "--patches", "16", "--stages", "3", "--base-features", "4",
-                                "--max-features", "8", "--budgets", "40MiB", "--warmup-steps", "0", "--timed-steps", "1",
-                                "--output", out.string()};
+  std::vector<std::string> args{"sweep",
+                                "--device",
+                                "cpu",
+                                "--threads",
+                                "1",
+                                "--dataset",
+                                test::small_cache().string(),
+                                "--models",
+                                "unet3d",
+                                "--patches",
+                                "16",
+                                "--stages",
+                                "3",
+                                "--base-features",
+                                "4",
+                                "--max-features",
+                                "8",
+                                "--budgets",
+                                "40MiB",
+                                "--warmup-steps",
+                                "0",
+                                "--timed-steps",
+                                "1",
+                                "--output",
+                                out.string()};
   ASSERT_EQ(test::run_child(args, dir() / "log").exit_code, 0);
   const fs::path journal = out / "results.jsonl";
   const std::string entries = test::read_file(journal);

@@ -33,19 +33,23 @@ class FuzzCorpus : public test::TempDirTest {
 bool gzip_magic(const std::string& b) { return b.size() >= 2 && b[0] == '\x1f' && b[1] == '\x8b'; }
 
 TEST_F(FuzzCorpus, ManifestInputsAreRefusedCleanly) {
-  replay("manifest", [](const std::string&) { return "dataset.json"; }, fuzz::read_manifest);
+  replay(
+      "manifest", [](const std::string&) { return "dataset.json"; }, fuzz::read_manifest);
 }
 
 TEST_F(FuzzCorpus, NiftiInputsAreRefusedCleanly) {
-  replay("nifti", [](const std::string& b) { return gzip_magic(b) ? "input.nii.gz" : "input.nii"; }, fuzz::read_nifti);
+  replay(
+      "nifti", [](const std::string& b) { return gzip_magic(b) ? "input.nii.gz" : "input.nii"; }, fuzz::read_nifti);
 }
 
 TEST_F(FuzzCorpus, Hdf5InputsAreRefusedCleanly) {
-  replay("h5", [](const std::string&) { return "case.h5"; }, fuzz::read_h5);
+  replay(
+      "h5", [](const std::string&) { return "case.h5"; }, fuzz::read_h5);
 }
 
 TEST_F(FuzzCorpus, IniInputsAreRefusedCleanly) {
-  replay("ini", [](const std::string&) { return "run.ini"; }, fuzz::read_ini);
+  replay(
+      "ini", [](const std::string&) { return "run.ini"; }, fuzz::read_ini);
 }
 
 }  // namespace

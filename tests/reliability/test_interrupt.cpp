@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/inotify.h>
 
-#include <nlohmann/json.hpp>
 #include <poll.h>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "reliability/reliability_util.h"
@@ -82,7 +82,8 @@ TEST_F(Interrupt, KillNineDuringTrainingResumesFromTheLastCheckpoint) {
     if (round > 0) a.push_back("--resume");
     const test::Child c = test::spawn_voxfit(a, dir() / "log");
     // Kill once a checkpoint newer than the last one exists, after a random part of a step or two.
-    const bool newer = wait_until([&] { return fs::exists(run / "last.pt") && checkpoint_step(run / "last.pt") > last; }, 120);
+    const bool newer =
+        wait_until([&] { return fs::exists(run / "last.pt") && checkpoint_step(run / "last.pt") > last; }, 120);
     if (newer) std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 400)(rng)));
     ::kill(c.pid, SIGKILL);
     const auto r = test::wait_child(c);
@@ -106,7 +107,8 @@ TEST_F(Interrupt, KillNineDuringTrainingResumesFromTheLastCheckpoint) {
   const auto r = test::run_child(args, dir() / "log");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   if (last < kSteps) {
-    EXPECT_NE(r.out.find("resuming " + (run / "last.pt").string() + " at step " + std::to_string(last)), std::string::npos)
+    EXPECT_NE(r.out.find("resuming " + (run / "last.pt").string() + " at step " + std::to_string(last)),
+              std::string::npos)
         << r.out;
   }
   EXPECT_EQ(checkpoint_step(run / "last.pt"), kSteps);
@@ -156,7 +158,8 @@ TEST_F(Interrupt, KillNineInsideACheckpointWriteKeepsThePreviousCheckpoint) {
     ASSERT_TRUE(killed) << "no checkpoint write seen\n" << r.out << r.err;
     if (r.exit_code == 0) break;
     bool temp_left = false;
-    for (const auto& e : fs::directory_iterator(run)) temp_left |= e.path().filename().string().rfind(".last.pt.tmp", 0) == 0;
+    for (const auto& e : fs::directory_iterator(run))
+      temp_left |= e.path().filename().string().rfind(".last.pt.tmp", 0) == 0;
     const std::int64_t step = checkpoint_step(run / "last.pt");
     ASSERT_GE(step, 1) << "no complete checkpoint survived the kill";
     EXPECT_GE(step, last);
@@ -174,14 +177,35 @@ TEST_F(Interrupt, KillNineInsideACheckpointWriteKeepsThePreviousCheckpoint) {
 
 TEST_F(Interrupt, KillNineMidSweepResumesFromTheJournal) {
   const fs::path out = dir() / "sweep";
-  const std::vector<std::string> args{"sweep", "--device", "cpu", "--threads", "1", "--dataset",
-                                      test::small_cache().string(), "--models", "unet3d", "--patches", "16",
-                                      "--stages", "3", "--base-features", "4", "--max-features", "8",
-                                      "--budgets", "40MiB,48MiB,56MiB", "--warmup-steps", "0", "--timed-steps", "1",
-                                      "--output", out.string()};
+  const std::vector<std::string> args{"sweep",
+                                      "--device",
+                                      "cpu",
+                                      "--threads",
+                                      "1",
+                                      "--dataset",
+                                      test::small_cache().string(),
+                                      "--models",
+                                      "unet3d",
+                                      "--patches",
+                                      "16",
+                                      "--stages",
+                                      "3",
+                                      "--base-features",
+                                      "4",
+                                      "--max-features",
+                                      "8",
+                                      "--budgets",
+                                      "40MiB,48MiB,56MiB",
+                                      "--warmup-steps",
+                                      "0",
+                                      "--timed-steps",
+                                      "1",
+                                      "--output",
+                                      out.string()};
   const fs::path journal = out / "results.jsonl";
   const test::Child c = test::spawn_voxfit(args, dir() / "log");
-  const bool one = wait_until([&] { return fs::exists(journal) && test::count_lines(test::read_file(journal)) >= 1; }, 150);
+  const bool one =
+      wait_until([&] { return fs::exists(journal) && test::count_lines(test::read_file(journal)) >= 1; }, 150);
   ::kill(c.pid, SIGKILL);
   auto r = test::wait_child(c);
   ASSERT_TRUE(one) << r.out << r.err;

@@ -117,15 +117,16 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i + 24 < bytes.size(); ++i) {
       if (std::memcmp(&bytes[i], "TREE", 4) != 0 || bytes[i + 4] != 1) continue;
       bytes[i + 6] = bytes[i + 7] = '\xff';
-      for (std::size_t k = i + 24; k < std::min(bytes.size(), i + 24 + 256); ++k) bytes[k] = static_cast<char>(0xA5 ^ k);
+      for (std::size_t k = i + 24; k < std::min(bytes.size(), i + 24 + 256); ++k)
+        bytes[k] = static_cast<char>(0xA5 ^ k);
       ++nodes;
     }
     check(nodes > 0, "find a chunk B-tree node");
     spit(p, bytes);
   }
   {  // a filter this process registers while writing, which no reader has
-    const H5Z_class2_t filter = {H5Z_CLASS_T_VERS, static_cast<H5Z_filter_t>(300), 1, 1, "voxfit-test-only", nullptr,
-                                 nullptr, pass_through};
+    const H5Z_class2_t filter = {
+        H5Z_CLASS_T_VERS, static_cast<H5Z_filter_t>(300), 1, 1, "voxfit-test-only", nullptr, nullptr, pass_through};
     check(H5Zregister(&filter) >= 0, "register filter 300");
     const hid_t f = create(dir + "/bad_filter.h5");
     const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);

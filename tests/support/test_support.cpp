@@ -6,11 +6,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <sstream>
 #include "voxfit/data/preprocess.h"
 #include "voxfit/io/dataset.h"
 #include "voxfit/io/volume_io.h"
 #include "voxfit/memory/budget.h"
-#include <sstream>
 
 namespace voxfit::test {
 
@@ -39,12 +39,12 @@ fs::path ct_dataset_manifest() {
     for (int k = 0; k < 3; ++k) reduced.masked_fill_(seg.data == top[k].item<int64_t>(), k + 1);
     seg.data = reduced;
     io::write_volume(root / "labelsTr" / "ct_0.nii.gz", seg);
-    const nlohmann::json m{{"name", "ct3"},
-                           {"modality", {{"0", "CT"}}},
-                           {"labels", {{"0", "background"}, {"1", "organ1"}, {"2", "organ2"}, {"3", "organ3"}}},
-                           {"training",
-                            {{{"image", (totalseg_dir() / "example_ct_sm.nii.gz").string()},
-                              {"label", "./labelsTr/ct_0.nii.gz"}}}}};
+    const nlohmann::json m{
+        {"name", "ct3"},
+        {"modality", {{"0", "CT"}}},
+        {"labels", {{"0", "background"}, {"1", "organ1"}, {"2", "organ2"}, {"3", "organ3"}}},
+        {"training",
+         {{{"image", (totalseg_dir() / "example_ct_sm.nii.gz").string()}, {"label", "./labelsTr/ct_0.nii.gz"}}}}};
     std::ofstream(root / "dataset.json") << m.dump(2);
     return root / "dataset.json";
   }();
@@ -63,8 +63,8 @@ fs::path prepared_ct_cache() {
 RunResult run_voxfit(const std::string& args) {
   const fs::path base = fs::temp_directory_path() / ("voxfit_run_" + std::to_string(::getpid()));
   const fs::path out = base.string() + ".out", err = base.string() + ".err";
-  const std::string cmd = "'" + voxfit_binary().string() + "' " + args + " >'" + out.string() + "' 2>'" +
-                          err.string() + "' </dev/null";
+  const std::string cmd =
+      "'" + voxfit_binary().string() + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -30,10 +30,9 @@ class TempDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("voxfit_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+    dir_ = fs::temp_directory_path() / ("voxfit_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+                                        std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)));
     remove_tree(dir_);
     fs::create_directories(dir_);
     torch::manual_seed(0);

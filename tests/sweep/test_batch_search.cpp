@@ -93,12 +93,16 @@ ProbeFn replay(const RecordedSearch& rec, std::set<std::int64_t>* seen) {
     const auto& m = rec.mib;
     auto hi = std::lower_bound(m.begin(), m.end(), std::make_pair(b, 0.0));
     double mib = 0;
-    if (hi != m.end() && hi->first == b) mib = hi->second;
-    else if (hi == m.begin()) mib = hi->second;
-    else if (hi == m.end()) mib = m.back().second;
+    if (hi != m.end() && hi->first == b)
+      mib = hi->second;
+    else if (hi == m.begin())
+      mib = hi->second;
+    else if (hi == m.end())
+      mib = m.back().second;
     else {
       const auto lo = std::prev(hi);
-      mib = lo->second + (hi->second - lo->second) * static_cast<double>(b - lo->first) / static_cast<double>(hi->first - lo->first);
+      mib = lo->second +
+            (hi->second - lo->second) * static_cast<double>(b - lo->first) / static_cast<double>(hi->first - lo->first);
     }
     p.peak_reserved = p.peak_allocated = static_cast<std::uint64_t>(mib * 1048576.0);
     p.samples_per_s = 1;
@@ -108,11 +112,15 @@ ProbeFn replay(const RecordedSearch& rec, std::set<std::int64_t>* seen) {
 
 TEST(BatchSearch, RecordedH200MemoryCurvesFindTheirBoundaryInEightProbes) {
   const std::vector<RecordedSearch> recorded{
-      {"unetr 24 GiB", 25043337216u, 29,
+      {"unetr 24 GiB",
+       25043337216u,
+       29,
        {{1, 2174}, {2, 3056}, {22, 20468}, {25, 23008}, {26, 23830}, {27, 23590}, {28, 23770}, {29, 23730}}},
       {"unetr 48 GiB", 50813140992u, 61, {{1, 2174}, {2, 3076}, {46, 41132}, {54, 48114}, {55, 47954}, {61, 48394}}},
       {"swin_unetr 24 GiB", 25043337216u, 10, {{1, 4604}, {2, 7722}, {6, 17440}, {8, 22690}, {9, 23652}, {10, 23772}}},
-      {"swin_unetr 48 GiB", 50722963456u, 22,
+      {"swin_unetr 48 GiB",
+       50722963456u,
+       22,
        {{1, 3766}, {2, 6086}, {18, 46038}, {19, 48026}, {20, 47728}, {22, 48292}}}};
   std::size_t total = 0;
   for (const auto& rec : recorded) {
@@ -139,8 +147,8 @@ TEST(BatchSearch, ReplayedGridSearchesEndOnTheirBoundariesInFewerProbes) {
   std::size_t points = 0, recorded = 0, replayed = 0;
   for (const auto& e : read_journal(journal)) {
     if (e.contains("skipped")) continue;  // a point the sweep could not run has no probes
-    RecordedSearch rec{"", e.at("budget_report").at("usable_bytes").get<std::uint64_t>(),
-                       e.at("max_batch").get<std::int64_t>(), {}};
+    RecordedSearch rec{
+        "", e.at("budget_report").at("usable_bytes").get<std::uint64_t>(), e.at("max_batch").get<std::int64_t>(), {}};
     const std::string name = e.at("key").get<std::string>();
     rec.name = name.c_str();
     for (const auto& j : e.at("probe_log")) {

@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
+#include "voxfit/core/runtime.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/memory/budget.h"
 #include "voxfit/memory/oom.h"
-#include "voxfit/core/runtime.h"
 #include "voxfit/sweep/report.h"
 #include "voxfit/sweep/sweep.h"
 
@@ -99,8 +99,7 @@ TEST_F(Sweep, ASearchStoppedMidwayKeepsItsProbesAndGoesOnFromThem) {
   EXPECT_EQ(resumed["probes"], whole["probes"]);
   EXPECT_EQ(resumed["max_batch"], whole["max_batch"]);
   EXPECT_EQ(resumed["first_failing"], whole["first_failing"]);
-  for (int i = 0; i < n; ++i)
-    EXPECT_EQ(resumed["probe_log"][i]["batch"], whole["probe_log"][i]["batch"]) << i;
+  for (int i = 0; i < n; ++i) EXPECT_EQ(resumed["probe_log"][i]["batch"], whole["probe_log"][i]["batch"]) << i;
 
   // Another budget is another point: nothing is taken from this one's probes.
   const auto other = search_point(plan, ct_index(), tiny_unet(), size_budget(256 * kMiB), 512, false, {}, probes);
@@ -215,7 +214,8 @@ TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {
   auto r = test::run_voxfit("sweep --dataset " + test::prepared_ct_cache().string() +
                             " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
                             " --budgets 256MiB --warmup-steps 1 --timed-steps 2 --no-throughput-table"
-                            " --optimizer adamw --lr 3e-4 --validation-fraction 0.5 --output " + (dir() / "out").string());
+                            " --optimizer adamw --lr 3e-4 --validation-fraction 0.5 --output " +
+                            (dir() / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("max batch"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir() / "out" / "results.csv"));

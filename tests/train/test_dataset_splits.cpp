@@ -110,8 +110,8 @@ TEST_F(DatasetSplits, MonaiValidationListIsTheRunSplitThroughTheCache) {
 
 TEST_F(DatasetSplits, SplitsFinalFoldOneGivesItsValIds) {
   const fs::path root = msd_dataset(dir() / "ds", {"c0", "c1", "c2", "c3"});
-  const json folds = json::array({{{"train", {"c1", "c2", "c3"}}, {"val", {"c0"}}},
-                                  {{"train", {"c0", "c2", "c3"}}, {"val", {"c1", "c2"}}}});
+  const json folds = json::array(
+      {{{"train", {"c1", "c2", "c3"}}, {"val", {"c0"}}}, {{"train", {"c0", "c2", "c3"}}, {"val", {"c1", "c2"}}}});
   test::write_text(root / "splits_final.json", folds.dump());
   data::prepare_dataset(io::load_dataset(root), dir() / "cache");
   const auto plan = data::load_plan(dir() / "cache");
@@ -122,7 +122,7 @@ TEST_F(DatasetSplits, SplitsFinalFoldOneGivesItsValIds) {
   EXPECT_EQ(s.file, (root / "splits_final.json").string());
   EXPECT_EQ(s.folds.size(), 2u);
   EXPECT_EQ(data::run_split(plan, 0.2, 0).validation, Ids{"c0"});  // no --fold: fold 0, as nnU-Net
-  EXPECT_THROW(data::run_split(plan, 0.2, 0, 2), ConfigError);    // the file has two folds
+  EXPECT_THROW(data::run_split(plan, 0.2, 0, 2), ConfigError);     // the file has two folds
 }
 
 TEST_F(DatasetSplits, SplitsFinalWithAnUnknownCaseNamesTheFileAndTheId) {
@@ -191,7 +191,8 @@ TEST_F(DatasetSplits, ImageFolderGroupsNnUNetChannelFilesOnly) {
 // ---- as a user runs it ----
 
 // A tiny UNet for a few steps on the CPU (as the reliability tests' tiny_train_args).
-std::string tiny_train(const fs::path& dataset, const fs::path& cache, const fs::path& run, const std::string& more = "") {
+std::string tiny_train(const fs::path& dataset, const fs::path& cache, const fs::path& run,
+                       const std::string& more = "") {
   return "train --device cpu --threads 1 --dataset '" + dataset.string() + "' --cache '" + cache.string() +
          "' --model unet3d --stages 3 --base-features 4 --max-features 8 --patch 16,16,16 --batch 1 --steps 2 "
          "--loader-threads 1 --no-augment --output '" +
@@ -263,7 +264,8 @@ TEST_F(DatasetSplitsCli, PredictGroupsChannelFilesIntoOneCaseAndRefusesAMissingC
   ASSERT_TRUE(fs::exists(out / "x.nii.gz"));
   EXPECT_FALSE(fs::exists(out / "x_0000.nii.gz"));
   EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1);
-  EXPECT_EQ(io::read_volume(out / "x.nii.gz").data.sizes().vec(), io::read_volume(in / "x_0000.nii.gz").data.sizes().vec());
+  EXPECT_EQ(io::read_volume(out / "x.nii.gz").data.sizes().vec(),
+            io::read_volume(in / "x_0000.nii.gz").data.sizes().vec());
 
   const fs::path gap = dir() / "gap";
   fs::create_directories(gap);

@@ -36,8 +36,8 @@ NetSpec small_unetr() {
   n.ctx.in_channels = 1;
   n.ctx.num_classes = 3;
   n.ctx.patch = {32, 32, 32};
-  n.ctx.params = {{"feature_size", "4"}, {"hidden_size", "32"}, {"mlp_dim", "64"}, {"num_heads", "2"},
-                  {"num_layers", "12"}};
+  n.ctx.params = {
+      {"feature_size", "4"}, {"hidden_size", "32"}, {"mlp_dim", "64"}, {"num_heads", "2"}, {"num_layers", "12"}};
   return n;
 }
 
@@ -46,8 +46,11 @@ NetSpec small_swin_unetr() {
   n.ctx.in_channels = 1;
   n.ctx.num_classes = 3;
   n.ctx.patch = {32, 32, 32};
-  n.ctx.params = {{"feature_size", "12"}, {"depths", "2,1,1,1"}, {"num_heads", "1,1,1,1"},
-                  {"window_size", "4"}, {"use_v2", "true"}};
+  n.ctx.params = {{"feature_size", "12"},
+                  {"depths", "2,1,1,1"},
+                  {"num_heads", "1,1,1,1"},
+                  {"window_size", "4"},
+                  {"use_v2", "true"}};
   return n;
 }
 
@@ -76,17 +79,18 @@ models::Network write_export_checkpoint(const fs::path& path, const NetSpec& n) 
   CheckpointMeta meta;
   meta.step = 2;
   meta.best_dice = 0.25;
-  meta.config_json = nlohmann::json{{"voxfit", "test"},
-                                    {"model", n.model},
-                                    {"model_params", params},
-                                    {"in_channels", n.ctx.in_channels},
-                                    {"classes", n.ctx.num_classes},
-                                    {"patch", n.ctx.patch},
-                                    {"attention", "auto"},
-                                    {"checkpoint", "none"},
-                                    {"channels_last", false},
-                                    {"precision", "fp32"}}
-                         .dump(2);
+  meta.config_json = nlohmann::json{
+      {"voxfit", "test"},
+      {"model", n.model},
+      {"model_params", params},
+      {"in_channels", n.ctx.in_channels},
+      {"classes", n.ctx.num_classes},
+      {"patch", n.ctx.patch},
+      {"attention", "auto"},
+      {"checkpoint", "none"},
+      {"channels_last", false},
+      {"precision",
+       "fp32"}}.dump(2);
   save_checkpoint(path, step, meta);
   return net;
 }
@@ -168,12 +172,12 @@ TEST_F(ExportTest, UnetrStateDictHasMonaiNamesShapesAndTheCheckpointsValues) {
   // MONAI 1.5's TransformerBlock always builds a cross-attention branch, unused by UNETR.
   expect_monai_state_dict(small_unetr(), {"cross_attn"});
   const auto dict = read_state_dict(dir() / "weights.pt");
-  for (const char* key : {"vit.patch_embedding.position_embeddings", "vit.patch_embedding.patch_embeddings.weight",
-                          "vit.blocks.0.attn.qkv.weight", "vit.blocks.11.attn.out_proj.weight",
-                          "vit.blocks.3.mlp.linear1.bias", "vit.norm.weight", "encoder1.layer.conv3.conv.weight",
-                          "encoder2.blocks.1.0.conv.weight", "encoder2.blocks.1.1.conv2.conv.weight",
-                          "encoder4.transp_conv_init.conv.weight", "decoder5.conv_block.conv3.conv.weight",
-                          "out.conv.conv.bias"})
+  for (const char* key :
+       {"vit.patch_embedding.position_embeddings", "vit.patch_embedding.patch_embeddings.weight",
+        "vit.blocks.0.attn.qkv.weight", "vit.blocks.11.attn.out_proj.weight", "vit.blocks.3.mlp.linear1.bias",
+        "vit.norm.weight", "encoder1.layer.conv3.conv.weight", "encoder2.blocks.1.0.conv.weight",
+        "encoder2.blocks.1.1.conv2.conv.weight", "encoder4.transp_conv_init.conv.weight",
+        "decoder5.conv_block.conv3.conv.weight", "out.conv.conv.bias"})
     EXPECT_TRUE(dict.count(key)) << key;
 
   const auto side = read_json(dir() / "weights.json");
@@ -199,9 +203,9 @@ TEST_F(ExportTest, SwinUnetrStateDictHasExactlyMonaisKeysAndShapes) {
   expect_monai_state_dict(small_swin_unetr(), {});
   const auto dict = read_state_dict(dir() / "weights.pt");
   for (const char* key : {"swinViT.patch_embed.proj.weight", "swinViT.layers1.0.blocks.1.attn.relative_position_index",
-                          "swinViT.layers1.0.blocks.0.mlp.linear2.weight", "swinViT.layers4.0.downsample.reduction.weight",
-                          "swinViT.layers2c.0.layer.conv1.conv.weight", "encoder10.layer.conv2.conv.weight",
-                          "decoder1.transp_conv.conv.weight"})
+                          "swinViT.layers1.0.blocks.0.mlp.linear2.weight",
+                          "swinViT.layers4.0.downsample.reduction.weight", "swinViT.layers2c.0.layer.conv1.conv.weight",
+                          "encoder10.layer.conv2.conv.weight", "decoder1.transp_conv.conv.weight"})
     EXPECT_TRUE(dict.count(key)) << key;
   const auto side = read_json(dir() / "weights.json");
   EXPECT_EQ(side["monai"]["class"], "monai.networks.nets.SwinUNETR");

@@ -67,9 +67,9 @@ TEST(Losses, DeepSupervisionCombinesResizedTargets) {
   const auto half = torch::randn({2, 3, 4, 4, 4});
   const auto quarter = torch::randn({2, 3, 2, 2, 2});
   DiceCeOptions o;
-  const auto half_target = target.index({torch::indexing::Slice(), torch::indexing::Slice(),
-                                         torch::indexing::Slice(0, 8, 2), torch::indexing::Slice(0, 8, 2),
-                                         torch::indexing::Slice(0, 8, 2)});
+  const auto half_target =
+      target.index({torch::indexing::Slice(), torch::indexing::Slice(), torch::indexing::Slice(0, 8, 2),
+                    torch::indexing::Slice(0, 8, 2), torch::indexing::Slice(0, 8, 2)});
   const double expected = 2.0 / 3.0 * dice_ce_loss(full, target, o).item<double>() +
                           1.0 / 3.0 * dice_ce_loss(half, half_target, o).item<double>();
   EXPECT_NEAR(deep_supervision_loss({full, half, quarter}, target, o).item<double>(), expected, 1e-5);

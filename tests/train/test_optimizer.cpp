@@ -80,7 +80,7 @@ TEST(Schedule, PolyAndCosine) {
   EXPECT_NEAR(lr_at(50, 100, 1e-2, poly), 1e-2 * std::pow(0.5, 0.9), 1e-12);
   EXPECT_DOUBLE_EQ(lr_at(100, 100, 1e-2, poly), 0.0);
   ScheduleOptions cos{ScheduleKind::kCosine, 0.9, 10};
-  EXPECT_NEAR(lr_at(0, 110, 1.0, cos), 0.1, 1e-12);   // warm-up
+  EXPECT_NEAR(lr_at(0, 110, 1.0, cos), 0.1, 1e-12);  // warm-up
   EXPECT_NEAR(lr_at(9, 110, 1.0, cos), 1.0, 1e-12);
   EXPECT_NEAR(lr_at(60, 110, 1.0, cos), 0.5, 1e-12);  // half way through the decay
   EXPECT_NEAR(lr_at(110, 110, 1.0, cos), 0.0, 1e-12);

@@ -79,9 +79,9 @@ TEST(Dice, PerClassHandComputed) {
   const auto pred = torch::tensor({0, 1, 2, 2, 2, 0}, torch::kLong);
   const auto d = dice_per_class(pred, truth, 4);
   ASSERT_EQ(d.size(), 3u);
-  EXPECT_DOUBLE_EQ(d[0], 2.0 * 1 / (1 + 2));   // class 1
-  EXPECT_DOUBLE_EQ(d[1], 2.0 * 2 / (3 + 3));   // class 2
-  EXPECT_TRUE(std::isnan(d[2]));               // class 3 absent from both
+  EXPECT_DOUBLE_EQ(d[0], 2.0 * 1 / (1 + 2));  // class 1
+  EXPECT_DOUBLE_EQ(d[1], 2.0 * 2 / (3 + 3));  // class 2
+  EXPECT_TRUE(std::isnan(d[2]));              // class 3 absent from both
   EXPECT_DOUBLE_EQ(nan_mean(d), (2.0 / 3 + 2.0 / 3) / 2);
 }
 

@@ -2,8 +2,8 @@
 // the parts add up to the measured peak, the tensor counts explain the live bytes at the start of
 // the forward to within 2% of the peak, and checkpointing shows up in the per-block activations.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "voxfit/core/host_memory.h"
 #include "voxfit/memory/cpu_budget.h"
@@ -96,8 +96,8 @@ TEST(StepMemory, BlocksRetainTheirSavedTensorsAndCheckpointingKeepsOnlyOutputs) 
   std::vector<std::string> names;
   for (const auto& p : plain.parts)
     if (p.group == "activations") names.push_back(p.name);
-  const std::vector<std::string> expected{"encoder0", "encoder1", "encoder2", "decoder0", "decoder1",
-                                          "other activations"};
+  const std::vector<std::string> expected{"encoder0", "encoder1", "encoder2",
+                                          "decoder0", "decoder1", "other activations"};
   EXPECT_EQ(names, expected);
   // Encoder stage 0 (two conv-norm-act units of 8 channels at full resolution) keeps at least
   // its output and each conv's input: more than twice its output.

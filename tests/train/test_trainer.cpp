@@ -1,21 +1,21 @@
 #include <gtest/gtest.h>
 
+#include <torch/torch.h>
 #include <cstdio>
 #include <cstdlib>
-#include <torch/torch.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/provenance.h"
 #include "voxfit/data/preprocess.h"
 #include "voxfit/io/dataset.h"
 #include "voxfit/io/volume_io.h"
 #include "voxfit/train/checkpoint.h"
 #include "voxfit/train/event_writer.h"
 #include "voxfit/train/predictor.h"
-#include "voxfit/core/provenance.h"
 #include "voxfit/train/trainer.h"
 
 namespace voxfit::train {
@@ -102,8 +102,8 @@ TEST_F(TrainerTest, QuickstartUNetLearnsTheDemoT1Mri) {
   auto r = test::run_voxfit("data demo '" + demo.string() + "' --mri-dir '" + test::demo_mri_dir().string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = test::run_voxfit("train --config '" + (test::source_dir() / "tools" / "quickstart-train.ini").string() +
-                       "' --dataset '" + (demo / "dataset.json").string() + "' --cache '" +
-                       (dir() / "cache").string() + "' --output '" + run.string() + "' --seed 0");
+                       "' --dataset '" + (demo / "dataset.json").string() + "' --cache '" + (dir() / "cache").string() +
+                       "' --output '" + run.string() + "' --seed 0");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto config = nlohmann::json::parse(std::ifstream(run / "config.json"));
   EXPECT_EQ(config["model"], "unet3d");
@@ -113,8 +113,10 @@ TEST_F(TrainerTest, QuickstartUNetLearnsTheDemoT1Mri) {
   std::ifstream jl(run / "log.jsonl");
   for (std::string line; std::getline(jl, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j.contains("val_mean_dice")) last = j;
-    else ++steps;
+    if (j.contains("val_mean_dice"))
+      last = j;
+    else
+      ++steps;
   }
   EXPECT_EQ(steps, config["steps"].get<int64_t>());
   ASSERT_TRUE(last.is_object()) << "no validation in " << (run / "log.jsonl");
@@ -137,7 +139,8 @@ TEST_F(TrainerTest, WritesLogsConfigCheckpointsAndTensorBoard) {
   int steps = 0, validations = 0;
   while (std::getline(jl, line)) {
     const auto j = nlohmann::json::parse(line);
-    if (j.contains("val_mean_dice")) ++validations;
+    if (j.contains("val_mean_dice"))
+      ++validations;
     else {
       ++steps;
       EXPECT_GT(j["samples_per_s"].get<double>(), 0);
@@ -217,7 +220,8 @@ TEST_F(TrainerTest, AnOutOfMemoryStepEndsTheRunWithOneLineNamingThePhaseAndTheLa
     std::cout << "[ line ] " << what << "\n";
     EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     EXPECT_EQ(what.find("out of memory in the "), 0u) << what;
-    EXPECT_TRUE(what.find("the forward") != std::string::npos || what.find("the backward") != std::string::npos) << what;
+    EXPECT_TRUE(what.find("the forward") != std::string::npos || what.find("the backward") != std::string::npos)
+        << what;
     EXPECT_NE(what.find("of step 1 at batch 2: peak "), std::string::npos) << what;
     EXPECT_NE(what.find(" usable; largest: "), std::string::npos) << what;
     EXPECT_NE(what.find("it asked for "), std::string::npos) << what;

@@ -43,9 +43,9 @@ struct BenchOptions {
   bool train = false;
   /// CUDA device or the CPU (the CPU runs float32 only).
   torch::Device device = torch::kCPU;
-  int64_t batch = 64;   ///< images per step (>= 1)
-  int64_t steps = 30;   ///< steps per iteration (>= 1); 64 x 30 = the reference's 1920 images
-  int iterations = 5;   ///< >= 2: iteration 0 is warm-up, the rest make the steady state
+  int64_t batch = 64;  ///< images per step (>= 1)
+  int64_t steps = 30;  ///< steps per iteration (>= 1); 64 x 30 = the reference's 1920 images
+  int iterations = 5;  ///< >= 2: iteration 0 is warm-up, the rest make the steady state
   int64_t in_channels = 3;
   int64_t image_size = 224;  ///< square images, image_size x image_size
   int64_t num_classes = 1000;

@@ -27,8 +27,7 @@ struct Comparison {
 
 /// The rows for `model` and `precision`, in file order, each with measured / published. The
 /// references are inference numbers: a training run compares with nothing (empty result).
-std::vector<Comparison> compare_with_reference(const std::vector<ReferenceRow>& table,
-                                               const std::string& model, const std::string& precision,
-                                               bool train, double measured_images_per_s);
+std::vector<Comparison> compare_with_reference(const std::vector<ReferenceRow>& table, const std::string& model,
+                                               const std::string& precision, bool train, double measured_images_per_s);
 
 }  // namespace voxfit::bench

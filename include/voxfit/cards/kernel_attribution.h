@@ -17,14 +17,14 @@ namespace voxfit::cards {
 /// One event of a trace, independent of the LibTorch version that recorded it.
 struct TraceEvent {
   std::string name;
-  bool on_device = false;  ///< a GPU activity (kernel, memcpy, memset); else a CPU operator
-  std::string kind;        ///< device events: "kernel", "memcpy", "memset"
+  bool on_device = false;    ///< a GPU activity (kernel, memcpy, memset); else a CPU operator
+  std::string kind;          ///< device events: "kernel", "memcpy", "memset"
   std::uint64_t thread = 0;  ///< CPU operators: the thread (nesting is per thread)
   std::int64_t start_ns = 0;
   std::int64_t duration_ns = 0;
-  std::uint64_t correlation = 0;         ///< CPU operators: their correlation id
-  std::uint64_t linked_correlation = 0;  ///< device events: the correlation id of their operator
-  std::uint64_t flops = 0;               ///< the profiler's FLOP count of a CPU operator (0: none)
+  std::uint64_t correlation = 0;                  ///< CPU operators: their correlation id
+  std::uint64_t linked_correlation = 0;           ///< device events: the correlation id of their operator
+  std::uint64_t flops = 0;                        ///< the profiler's FLOP count of a CPU operator (0: none)
   std::vector<std::vector<std::int64_t>> shapes;  ///< input shapes (empty for non-tensors)
   std::vector<std::string> dtypes;                ///< input types as the profiler names them
 };

@@ -31,10 +31,10 @@ struct KernelRecord {
   std::string op;        ///< the CPU operator that launched it ("aten::cudnn_convolution"), or "" if none
   std::string flops_op;  ///< the operator the FLOPs and bytes were taken from (the op or an ancestor)
   MathKind math = MathKind::kFp32;
-  std::int64_t calls = 0;      ///< launches per step (may be fractional over steps: rounded)
-  double time_us = 0;          ///< summed duration of the launches, per step (microseconds)
-  double flops = 0;            ///< floating-point operations of the launches, per step
-  double bytes = 0;            ///< DRAM bytes of the launches (inputs + output estimate), per step
+  std::int64_t calls = 0;  ///< launches per step (may be fractional over steps: rounded)
+  double time_us = 0;      ///< summed duration of the launches, per step (microseconds)
+  double flops = 0;        ///< floating-point operations of the launches, per step
+  double bytes = 0;        ///< DRAM bytes of the launches (inputs + output estimate), per step
   /// FLOPs per byte; 0 when unknown (treated as memory bound).
   double intensity() const { return bytes > 0 ? flops / bytes : 0.0; }
 };
@@ -42,19 +42,19 @@ struct KernelRecord {
 /// Everything a prediction needs to know about a profiled step.
 struct KernelProfile {
   static constexpr int kVersion = 1;
-  std::string model;      ///< registry name
-  std::string precision;  ///< "float16"/"float32" (benchmark models) or "fp16"/"fp32"/"tf32"/"bf16"
-  bool train = false;     ///< a training step (forward, backward, optimiser) rather than inference
-  std::int64_t batch = 0;  ///< samples per step
+  std::string model;                      ///< registry name
+  std::string precision;                  ///< "float16"/"float32" (benchmark models) or "fp16"/"fp32"/"tf32"/"bf16"
+  bool train = false;                     ///< a training step (forward, backward, optimiser) rather than inference
+  std::int64_t batch = 0;                 ///< samples per step
   std::vector<std::int64_t> input_shape;  ///< [B, C, spatial...]
-  std::string device_name;  ///< "NVIDIA H200": the profiled GPU as CUDA names it
-  std::string card;         ///< its id in the card table ("h200_sxm"), or "" when not found there
+  std::string device_name;                ///< "NVIDIA H200": the profiled GPU as CUDA names it
+  std::string card;                       ///< its id in the card table ("h200_sxm"), or "" when not found there
   std::string torch_version;
   bool tf32_matmul = false;
   bool tf32_cudnn = false;
   bool channels_last = false;
-  bool cuda_graph = false;  ///< wall_s_per_step timed graph replays (the kernels are eager steps')
-  std::string attention;   ///< attention mode of transformer networks ("auto", "sdpa", "math")
+  bool cuda_graph = false;          ///< wall_s_per_step timed graph replays (the kernels are eager steps')
+  std::string attention;            ///< attention mode of transformer networks ("auto", "sdpa", "math")
   std::int64_t profiled_steps = 0;  ///< steps under the profiler (kernel times are per step)
   double wall_s_per_step = 0;       ///< mean wall time of one step, measured without the profiler
   std::vector<KernelRecord> kernels;

@@ -14,7 +14,7 @@ namespace voxfit::cards {
 
 struct ProfilePredictions {
   KernelProfile profile;
-  std::string source_card;  ///< the profiled card's id
+  std::string source_card;            ///< the profiled card's id
   std::vector<CardPrediction> cards;  ///< table order
 };
 

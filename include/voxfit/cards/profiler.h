@@ -23,12 +23,12 @@ struct ProfileOptions {
   /// the segmentation models.
   std::string precision = "float16";
   bool train = false;
-  std::int64_t batch = 0;                  ///< 0: 64 for the reference models, 2 for segmentation
+  std::int64_t batch = 0;                       ///< 0: 64 for the reference models, 2 for segmentation
   std::vector<std::int64_t> patch{96, 96, 96};  ///< segmentation models only
-  int device = 0;                          ///< CUDA device index
-  int warmup_steps = 10;                   ///< untimed (cuDNN autotuning, allocator)
-  int timed_steps = 30;                    ///< wall time, without the profiler
-  int profiled_steps = 5;                  ///< under the profiler
+  int device = 0;                               ///< CUDA device index
+  int warmup_steps = 10;                        ///< untimed (cuDNN autotuning, allocator)
+  int timed_steps = 30;                         ///< wall time, without the profiler
+  int profiled_steps = 5;                       ///< under the profiler
   models::AttentionMode attention = models::AttentionMode::kAuto;
   bool tf32_matmul = true;  ///< reference models, float32: TF32 matrix products (PyTorch 1.9's default)
   /// Reference models: channels-last layout on or off; unset: the bench's automatic choice (on for

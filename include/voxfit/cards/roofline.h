@@ -119,14 +119,14 @@ KernelTime scale_kernel(const KernelRecord& kernel, const memory::CardSpec& sour
                         const RooflineConstants& constants);
 
 struct CardPrediction {
-  std::string card;         ///< card id
-  double kernel_s = 0;      ///< summed kernel time per step
-  double overhead_s = 0;    ///< kept from the profile
-  double step_s = 0;        ///< kernel_s + overhead_s
+  std::string card;       ///< card id
+  double kernel_s = 0;    ///< summed kernel time per step
+  double overhead_s = 0;  ///< kept from the profile
+  double step_s = 0;      ///< kernel_s + overhead_s
   double samples_per_s = 0;
-  double compute_s = 0;     ///< kernel time bound by the arithmetic rate
-  double memory_s = 0;      ///< kernel time bound by bandwidth
-  double latency_s = 0;     ///< kernel time bound by latency / occupancy (SMs x clock)
+  double compute_s = 0;  ///< kernel time bound by the arithmetic rate
+  double memory_s = 0;   ///< kernel time bound by bandwidth
+  double latency_s = 0;  ///< kernel time bound by latency / occupancy (SMs x clock)
   /// The unit the profile's main arithmetic (its math kind with the most FLOPs) runs on, its
   /// sustained rate on this card (FLOP/s) and whether that is below the unit's peak (power limit).
   ComputeUnit main_unit = ComputeUnit::kFp32Vector;

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "voxfit/cli/options.h"
 #include "voxfit/memory/budget.h"
-#include <nlohmann/json.hpp>
 #include "voxfit/train/trainer.h"
 
 namespace voxfit::cli {

@@ -27,9 +27,8 @@ class CapturedStep {
 /// whose cudaHostAlloc and event queries global mode forbids process-wide) go on; the capturing
 /// thread and autograd's device thread still launch only into the captured stream.
 /// Throws c10::Error if the step does something capture forbids (host syncs, CPU tensors).
-std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index,
-                                           int warmup_runs, bool release_cached = false,
-                                           bool other_threads_free = false);
+std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step, int device_index, int warmup_runs,
+                                           bool release_cached = false, bool other_threads_free = false);
 
 #endif
 

@@ -1,8 +1,8 @@
 #pragma once
 // Where a number came from: voxfit's version and commit, LibTorch / CUDA / cuDNN versions, the
 // device and its driver, and the host. Every sweep entry, run config.json and bench JSON holds it.
-#include <nlohmann/json.hpp>
 #include <torch/types.h>
+#include <nlohmann/json.hpp>
 
 namespace voxfit {
 

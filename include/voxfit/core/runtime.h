@@ -16,7 +16,7 @@ struct GpuInfo {
   std::string name;
   std::uint64_t total_bytes = 0;  ///< what cudaMemGetInfo reports as total (CUDA-visible memory)
   std::uint64_t free_bytes = 0;
-  int major = 0, minor = 0;       ///< compute capability
+  int major = 0, minor = 0;  ///< compute capability
   int multiprocessors = 0;
 };
 

@@ -1,8 +1,8 @@
 #pragma once
 // The one place for differences between LibTorch 1.13 (Debian 12, CPU) and 2.x (CUDA builds).
 // Everything else in voxfit calls these and never tests TORCH_VERSION itself.
-#include <ATen/autocast_mode.h>
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <c10/core/Device.h>
 #include <torch/version.h>
 
@@ -27,8 +27,7 @@ inline constexpr bool kHasFusedAdamW = VOXFIT_TORCH_AT_LEAST(2, 1);
 inline constexpr bool kHasMemoryHistory = VOXFIT_TORCH_AT_LEAST(2, 1);
 
 /// Fused softmax(q k^T * scale + mask) v through LibTorch's kernel (q, k, v: [B, H, L, D]).
-inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
-                                               const at::Tensor& v,
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                const std::optional<at::Tensor>& mask = std::nullopt) {
   c10::optional<at::Tensor> m;
   if (mask) m = *mask;
@@ -49,9 +48,8 @@ constexpr bool kFusedAdamwTensorLr = VOXFIT_TORCH_AT_LEAST(2, 2);
 /// LibTorch lacks the form asked for.
 template <typename Lr>
 inline bool fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                        at::TensorList exp_avg_sqs, at::TensorList steps, const Lr& lr, double beta1,
-                        double beta2, double weight_decay, double eps,
-                        const c10::optional<at::Tensor>& found_inf) {
+                        at::TensorList exp_avg_sqs, at::TensorList steps, const Lr& lr, double beta1, double beta2,
+                        double weight_decay, double eps, const c10::optional<at::Tensor>& found_inf) {
   constexpr bool tensor_lr = std::is_same_v<Lr, at::Tensor>;
   static_assert(tensor_lr || std::is_same_v<Lr, double>, "fused_adamw: lr is a double or a tensor");
 #if VOXFIT_TORCH_AT_LEAST(2, 1)
@@ -155,12 +153,8 @@ std::int64_t kineto_duration_ns(const Event& e) {
 namespace cuda_alloc = c10::cuda::CUDACachingAllocator;
 
 /// The caching allocator's statistics for one device (the type was renamed in 2.x).
-inline auto device_stats(int device) {
-  return cuda_alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
-}
-inline void reset_peak_stats(int device) {
-  cuda_alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
-}
+inline auto device_stats(int device) { return cuda_alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device)); }
+inline void reset_peak_stats(int device) { cuda_alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device)); }
 inline void reset_accumulated_stats(int device) {
   cuda_alloc::resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
 }

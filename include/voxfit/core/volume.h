@@ -28,8 +28,8 @@ bool is_floating(PixelType type);
 
 /// Where a grid lies in physical space (millimetres, ITK/LPS conventions).
 struct Geometry {
-  std::array<double, 3> spacing{1.0, 1.0, 1.0};  ///< (x, y, z)
-  std::array<double, 3> origin{0.0, 0.0, 0.0};   ///< physical position of voxel (0, 0, 0)
+  std::array<double, 3> spacing{1.0, 1.0, 1.0};                ///< (x, y, z)
+  std::array<double, 3> origin{0.0, 0.0, 0.0};                 ///< physical position of voxel (0, 0, 0)
   std::array<double, 9> direction{1, 0, 0, 0, 1, 0, 0, 0, 1};  ///< row-major 3x3
 
   /// Physical point of a continuous index (x, y, z).
@@ -71,8 +71,7 @@ std::string grid_difference(const std::array<std::int64_t, 3>& size_a, const Geo
 /// image stored flipped or transposed relative to its label, as RAS- and LPS-minded tools write
 /// them): a nearest-neighbour resampling then moves b onto a without changing any value.
 bool same_voxel_centres(const std::array<std::int64_t, 3>& size_a, const Geometry& a,
-                        const std::array<std::int64_t, 3>& size_b, const Geometry& b,
-                        const GridTolerance& tol = {});
+                        const std::array<std::int64_t, 3>& size_b, const Geometry& b, const GridTolerance& tol = {});
 
 /// "(3, 3, 2.5)" / "122x101x30": how messages print geometry.
 std::string format_triple(const std::array<double, 3>& v);
@@ -80,7 +79,6 @@ std::string format_size(const std::array<std::int64_t, 3>& v);
 
 /// The sub-volume [begin, begin + size) in (x, y, z) index order, with its origin moved so every
 /// voxel keeps its physical position.
-Volume crop(const Volume& v, const std::array<std::int64_t, 3>& begin,
-            const std::array<std::int64_t, 3>& size);
+Volume crop(const Volume& v, const std::array<std::int64_t, 3>& begin, const std::array<std::int64_t, 3>& size);
 
 }  // namespace voxfit

@@ -100,6 +100,11 @@ struct RunSplit : Split {
   std::vector<Split> folds;  ///< the source's folds; the one split for a random split
 };
 
+/// The loader pads cases smaller than the patch (nnU-Net and MONAI do too, e.g. 96^3 patches of thin
+/// CT volumes), but a patch (D, H, W) more than twice every case along an axis would train mostly on
+/// padding: ConfigError naming the axis and the largest case.
+void check_patch_fits(const Plan& plan, const std::vector<std::int64_t>& patch);
+
 /// The split a run with seed `seed` trains and validates on, by precedence:
 ///  1. the plan's declared split (a "validation" list, or splits_final.json's fold `fold`, 0 if none);
 ///  2. with `fold`: that fold of five_folds of the plan's cases with seed + 12345;

@@ -22,8 +22,7 @@ namespace voxfit::dist {
 class GradientSynchronizer {
  public:
   /// `parameters`: the trainable leaves, in registration order (all on the communicator's device).
-  GradientSynchronizer(std::vector<torch::Tensor> parameters, Communicator& comm,
-                       std::size_t bucket_bytes = 25u << 20);
+  GradientSynchronizer(std::vector<torch::Tensor> parameters, Communicator& comm, std::size_t bucket_bytes = 25u << 20);
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;

@@ -13,8 +13,7 @@ int free_tcp_port();
 /// own process and waits for them; `in_child(i)`, if set, runs in child i before it starts (e.g. to
 /// set its environment). When one fails, the others are stopped (SIGTERM). Returns 0 when every
 /// process succeeded, else the first failure's exit status (128 + signal if killed).
-int run_processes(const std::vector<std::vector<std::string>>& commands,
-                  const std::function<void(int)>& in_child = {});
+int run_processes(const std::vector<std::vector<std::string>>& commands, const std::function<void(int)>& in_child = {});
 
 /// Runs `argv` (argv[0]: the executable) as `nproc` processes with torchrun's variables set
 /// (RANK = LOCAL_RANK = 0..nproc-1, WORLD_SIZE = nproc, MASTER_ADDR = 127.0.0.1, a free

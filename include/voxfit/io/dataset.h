@@ -53,8 +53,8 @@ struct DeclaredSplits {
 };
 
 struct Dataset {
-  fs::path root;                      ///< the folder the manifest's paths are relative to
-  fs::path manifest;                  ///< dataset.json, or the folder itself
+  fs::path root;      ///< the folder the manifest's paths are relative to
+  fs::path manifest;  ///< dataset.json, or the folder itself
   DatasetLayout layout = DatasetLayout::Folder;
   std::string name;
   /// Channel names/modalities in channel order ("CT", "T1", "FLAIR"); empty when not declared.
@@ -62,7 +62,7 @@ struct Dataset {
   /// Declared label values and names; empty when the manifest declares none (folders).
   std::map<std::int64_t, std::string> labels;
   std::vector<CaseFiles> cases;
-  H5Names h5_names;                   ///< dataset names inside HDF5 case files
+  H5Names h5_names;                      ///< dataset names inside HDF5 case files
   std::optional<DeclaredSplits> splits;  ///< the split the dataset declares, if any
 
   /// Channels each case should have: the declared count, else 1.

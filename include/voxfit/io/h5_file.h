@@ -115,7 +115,6 @@ void survive_h5_case(const fs::path& file, const H5Names& names);
 
 /// Writes `image` channels (same grid) as [C, D, H, W] and, if given, `label` as [D, H, W], both
 /// with geometry and pixel type attributes.
-void write_h5_case(const fs::path& file, const Channels& image, const Volume* label,
-                   const H5Names& names = {});
+void write_h5_case(const fs::path& file, const Channels& image, const Volume* label, const H5Names& names = {});
 
 }  // namespace voxfit::io

@@ -14,8 +14,8 @@ enum class Interpolation {
 
 /// Samples `volume` on the grid (size in x, y, z; geometry) at each target voxel's physical point.
 /// Points outside the input get 0.
-Volume resample_to_grid(const Volume& volume, const std::array<std::int64_t, 3>& size,
-                        const Geometry& geometry, Interpolation interpolation);
+Volume resample_to_grid(const Volume& volume, const std::array<std::int64_t, 3>& size, const Geometry& geometry,
+                        Interpolation interpolation);
 
 /// The grid covering the same region at a new spacing: same origin and direction, size
 /// round(size * spacing / new_spacing) per axis (at least 1).

@@ -14,12 +14,12 @@ namespace fs = std::filesystem;
 
 /// What a header says, read without the voxels.
 struct ImageInfo {
-  unsigned dimension = 0;            ///< axes in the file (3 for a volume; 4 for stacked channels)
-  std::vector<std::int64_t> size;    ///< voxels per axis, ITK order (x, y, z[, c])
-  unsigned components = 1;           ///< values per voxel (1 unless a vector image)
+  unsigned dimension = 0;          ///< axes in the file (3 for a volume; 4 for stacked channels)
+  std::vector<std::int64_t> size;  ///< voxels per axis, ITK order (x, y, z[, c])
+  unsigned components = 1;         ///< values per voxel (1 unless a vector image)
   PixelType pixel_type = PixelType::Float32;
-  Geometry geometry;                 ///< of the first three axes
-  std::string format;                ///< "NIfTI", "MetaImage", "NRRD", "DICOM"
+  Geometry geometry;   ///< of the first three axes
+  std::string format;  ///< "NIfTI", "MetaImage", "NRRD", "DICOM"
   /// Channels the file holds: the 4th axis or the vector components (1 for a plain volume).
   std::int64_t channels() const;
   /// The first three sizes as (x, y, z).
@@ -48,8 +48,8 @@ Volume read_volume(const fs::path& path);
 void write_volume(const fs::path& path, const Volume& volume, bool compress = true);
 
 struct DicomSeries {
-  std::string uid;                   ///< Series Instance UID (0020|000e)
-  std::vector<std::string> files;    ///< slices ordered by position along the slice normal
+  std::string uid;                 ///< Series Instance UID (0020|000e)
+  std::vector<std::string> files;  ///< slices ordered by position along the slice normal
 };
 
 /// The series in a folder, each with its slices in position order.

@@ -13,8 +13,7 @@ torch::Tensor conv2d_bias_act(const torch::Tensor& x, const torch::Tensor& weigh
                               const torch::Tensor& residual, int64_t stride, int64_t padding, bool relu);
 
 /// The ATen composition (the reference path).
-torch::Tensor conv2d_bias_act_reference(const torch::Tensor& x, const torch::Tensor& weight,
-                                        const torch::Tensor& bias, const torch::Tensor& residual, int64_t stride,
-                                        int64_t padding, bool relu);
+torch::Tensor conv2d_bias_act_reference(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                        const torch::Tensor& residual, int64_t stride, int64_t padding, bool relu);
 
 }  // namespace voxfit::kernels

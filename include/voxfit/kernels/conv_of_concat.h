@@ -4,10 +4,10 @@
 // result (twice in a residual block: the first convolution and the 1x1 projection). Autograd then
 // keeps the concatenation for backward, a tensor of a's and b's channels at the decoder's full
 // resolution, although the skip is kept anyway (by the encoder block that produced it). The fused
-// path (`--kernels fused` and `--lean-decoders on`, CUDA tensors) keeps `a` and `b` instead, and its backward takes each
-// part against its slice of the weights, so no concatenation exists in backward either (where a
-// training step's memory peaks): the same arithmetic in two halves, the skip's channels less
-// activation memory per decoder stage. Elsewhere the ATen composition runs, the reference.
+// path (`--kernels fused` and `--lean-decoders on`, CUDA tensors) keeps `a` and `b` instead, and its backward takes
+// each part against its slice of the weights, so no concatenation exists in backward either (where a training step's
+// memory peaks): the same arithmetic in two halves, the skip's channels less activation memory per decoder stage.
+// Elsewhere the ATen composition runs, the reference.
 #include <torch/types.h>
 
 #include <vector>

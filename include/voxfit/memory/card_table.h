@@ -17,8 +17,8 @@ enum class VisibleSource {
 
 /// One row of data/cards.csv. Rates are datasheet peaks without sparsity.
 struct CardSpec {
-  std::string id;    ///< "rtx3090": what --card takes
-  std::string name;  ///< the device name CUDA reports, e.g. "NVIDIA GeForce RTX 3090"
+  std::string id;               ///< "rtx3090": what --card takes
+  std::string name;             ///< the device name CUDA reports, e.g. "NVIDIA GeForce RTX 3090"
   double memory_gb = 0;         ///< marketing size (GB)
   double cuda_visible_mib = 0;  ///< total memory as cudaMemGetInfo / total_memory report it (MiB)
   double bandwidth_gbs = 0;
@@ -34,8 +34,8 @@ struct CardSpec {
   /// (fp16_emulated), empty where unknown.
   std::optional<double> fp16_vector_tflops;
   bool fp16_emulated = false;
-  std::optional<double> tf32_tflops;         ///< none before Ampere
-  std::optional<double> bf16_tflops;         ///< none where the card has no BF16
+  std::optional<double> tf32_tflops;  ///< none before Ampere
+  std::optional<double> bf16_tflops;  ///< none where the card has no BF16
   double l2_mb = 0;
   int tdp_w = 0;
   /// Architecture generation, lower case ("pascal", "volta", "turing", "ampere", "ada",

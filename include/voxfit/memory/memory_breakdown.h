@@ -23,7 +23,7 @@ struct StaticInventory {
 
 /// One part of the peak. Groups: "static", "inputs", "activations", "workspace", "unattributed".
 struct BreakdownPart {
-  std::string name;   ///< "parameters", "batch", "encoder0", "other activations", ...
+  std::string name;  ///< "parameters", "batch", "encoder0", "other activations", ...
   std::string group;
   std::int64_t bytes = 0;
 };
@@ -47,7 +47,7 @@ struct MemoryBreakdown {
   std::string peak_phase;  ///< "forward", "backward", "optimizer_step", "validation", "between phases"
   std::string peak_block;  ///< the forward block holding the peak (forward peaks only)
   StaticInventory statics;
-  DtypeBytes gradients;  ///< all of them, as live when the optimiser step began
+  DtypeBytes gradients;              ///< all of them, as live when the optimiser step began
   std::vector<BreakdownPart> parts;  ///< sum == peak_allocated
   std::array<PhasePeak, kPhaseCount> phases{};
   /// Beyond the live bytes: reserved - allocated at the peak (0 on CPU), the largest free block of
@@ -65,8 +65,8 @@ struct MemoryBreakdown {
 
 /// The breakdown of `profile` (a tracker's, with blocks and boundaries) for a step at `batch` whose
 /// device batch held `batch_bytes`; usable bytes and the CUDA context from active_budget_report().
-MemoryBreakdown make_breakdown(const MemoryProfile& profile, const StaticInventory& statics,
-                               std::uint64_t batch_bytes, std::int64_t batch);
+MemoryBreakdown make_breakdown(const MemoryProfile& profile, const StaticInventory& statics, std::uint64_t batch_bytes,
+                               std::int64_t batch);
 
 /// The stacked-bar segments of a breakdown's JSON (to_json()): static, batch, each activation part,
 /// workspace, unattributed, fragmentation, headroom; {name, bytes}, bytes >= 0.

@@ -3,8 +3,8 @@
 // separately, the static part (parameters, gradients, optimiser state), fragmentation, allocator
 // retries and OOMs. Reads the CUDA caching allocator's statistics, or the CPU budget's counters.
 #include <c10/core/Device.h>
-#include <nlohmann/json_fwd.hpp>
 #include <torch/types.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include "voxfit/core/block_scope.h"
 
@@ -55,9 +55,9 @@ struct BlockMemory {
 };
 
 struct MemoryProfile {
-  std::string device;                   ///< "cpu", "cuda:0"
+  std::string device;                    ///< "cpu", "cuda:0"
   std::uint64_t baseline_allocated = 0;  ///< live bytes when the tracker was reset
-  std::uint64_t peak_allocated = 0;     ///< since reset, all phases and the time between them
+  std::uint64_t peak_allocated = 0;      ///< since reset, all phases and the time between them
   std::uint64_t peak_reserved = 0;
   /// peak_reserved - peak_allocated: cache held beyond the largest live set (0 on CPU).
   std::uint64_t fragmentation_bytes = 0;

@@ -21,8 +21,7 @@ using BlockFn = std::function<std::vector<torch::Tensor>(const std::vector<torch
 std::vector<torch::Tensor> checkpoint(const BlockFn& fn, const std::vector<torch::Tensor>& inputs);
 
 /// Single-tensor convenience form.
-torch::Tensor checkpoint(const std::function<torch::Tensor(const torch::Tensor&)>& fn,
-                         const torch::Tensor& x);
+torch::Tensor checkpoint(const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& x);
 
 /// Identity whose backward makes the gradient contiguous. Put it where a tensor fans out to a
 /// branch whose gradient comes back permuted (UNETR's token -> volume skips): the engine sums a
@@ -39,8 +38,7 @@ inline bool checkpoints(CheckpointMode mode, bool main_unit) {
 /// Calls `fn(x)` through checkpoint() when `enabled`, the module is training and grad mode is on;
 /// directly otherwise (no recomputation is needed without a backward pass).
 torch::Tensor maybe_checkpoint(bool enabled, bool training,
-                               const std::function<torch::Tensor(const torch::Tensor&)>& fn,
-                               const torch::Tensor& x);
+                               const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& x);
 /// Multi-input form of maybe_checkpoint; returns fn's first output.
 torch::Tensor maybe_checkpoint(bool enabled, bool training, const BlockFn& fn,
                                const std::vector<torch::Tensor>& inputs);

@@ -77,8 +77,8 @@ struct ModelParam {
 };
 
 struct ModelEntry {
-  std::string name;      ///< "unetr"
-  std::string summary;   ///< one line for `voxfit models`
+  std::string name;     ///< "unetr"
+  std::string summary;  ///< one line for `voxfit models`
   TaskKind task;
   std::vector<ModelParam> params;
   std::function<Network(const ModelContext&)> make;

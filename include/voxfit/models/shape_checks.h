@@ -8,8 +8,7 @@
 namespace voxfit::models {
 
 /// Throws ModelError unless `shape` is [B, channels, spatial_dims sizes] with B >= 1 and sizes >= 1.
-void check_channels(const std::string& net, const std::vector<int64_t>& shape, int spatial_dims,
-                    int64_t channels);
+void check_channels(const std::string& net, const std::vector<int64_t>& shape, int spatial_dims, int64_t channels);
 /// Throws ModelError naming every spatial axis of `shape` not divisible by `divisor` (`why`
 /// says where the divisor comes from).
 void check_divisible(const std::string& net, const std::vector<int64_t>& shape, int64_t divisor,

@@ -47,18 +47,18 @@ struct MemoryFit {
 MemoryFit fit_memory(const std::vector<Probe>& probes);
 
 struct SearchOptions {
-  std::uint64_t usable_bytes = 0;          ///< the budget's cap on tensor memory (for the prediction)
+  std::uint64_t usable_bytes = 0;               ///< the budget's cap on tensor memory (for the prediction)
   std::vector<std::int64_t> fit_batches{1, 2};  ///< measured first, to fit the model
-  std::int64_t max_batch = kMaxBatchCap;   ///< never probe above this (a budget larger than needed)
+  std::int64_t max_batch = kMaxBatchCap;        ///< never probe above this (a budget larger than needed)
 };
 
 struct SearchResult {
-  std::int64_t max_batch = 0;       ///< largest batch that fitted (0: not even batch 1)
-  std::int64_t first_failing = 0;   ///< max_batch + 1, seen failing (0 if max_batch hit the cap)
-  std::int64_t predicted = 0;       ///< the fit's first prediction
-  MemoryFit fit;                    ///< from every fitting probe at the end
-  std::vector<Probe> probes;        ///< in the order run
-  double seconds = 0;               ///< wall time of the whole search
+  std::int64_t max_batch = 0;      ///< largest batch that fitted (0: not even batch 1)
+  std::int64_t first_failing = 0;  ///< max_batch + 1, seen failing (0 if max_batch hit the cap)
+  std::int64_t predicted = 0;      ///< the fit's first prediction
+  MemoryFit fit;                   ///< from every fitting probe at the end
+  std::vector<Probe> probes;       ///< in the order run
+  double seconds = 0;              ///< wall time of the whole search
 };
 
 /// The search. Probes each batch at most once.

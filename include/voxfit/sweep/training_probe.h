@@ -17,10 +17,10 @@ struct ProbeOptions {
   std::string model;
   models::ModelContext model_context;  ///< channels/classes from the plan
   train::StepOptions step;
-  data::LoaderOptions loader;          ///< batch_size is set per probe
+  data::LoaderOptions loader;  ///< batch_size is set per probe
   torch::Device device = torch::kCPU;
-  int warmup_steps = 2;                ///< not timed (cuDNN autotuning, allocator warm-up)
-  int timed_steps = 3;                 ///< timed; the median gives samples/s
+  int warmup_steps = 2;  ///< not timed (cuDNN autotuning, allocator warm-up)
+  int timed_steps = 3;   ///< timed; the median gives samples/s
   std::uint64_t seed = 0;
   /// A per-GPU search for a data-parallel job: the probe also holds what each rank holds beyond a
   /// single process, the gradient buckets (one flat copy of the trainable parameters' gradients).

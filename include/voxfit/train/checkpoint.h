@@ -9,9 +9,9 @@
 namespace voxfit::train {
 
 struct CheckpointMeta {
-  std::int64_t step = 0;          ///< optimiser steps done
-  double best_dice = -1.0;        ///< best validation mean Dice so far (-1: none yet)
-  std::string config_json;        ///< the run's resolved configuration
+  std::int64_t step = 0;    ///< optimiser steps done
+  double best_dice = -1.0;  ///< best validation mean Dice so far (-1: none yet)
+  std::string config_json;  ///< the run's resolved configuration
 };
 
 /// Writes `path` atomically (temp file + rename): a crash mid-write leaves the previous file.

@@ -15,11 +15,11 @@ ExportNames parse_export_names(const std::string& text);
 std::string to_string(ExportNames names);
 
 struct ExportSummary {
-  std::string model;                ///< registry name of the network
-  std::int64_t tensors = 0;         ///< entries in the dict
-  std::int64_t renamed = 0;         ///< entries whose MONAI name differs from voxfit's (0 for kVoxfit)
-  std::int64_t kept = 0;            ///< entries of a MONAI-named model left with voxfit's name
-  std::filesystem::path sidecar;    ///< the metadata file written beside `output`
+  std::string model;              ///< registry name of the network
+  std::int64_t tensors = 0;       ///< entries in the dict
+  std::int64_t renamed = 0;       ///< entries whose MONAI name differs from voxfit's (0 for kVoxfit)
+  std::int64_t kept = 0;          ///< entries of a MONAI-named model left with voxfit's name
+  std::filesystem::path sidecar;  ///< the metadata file written beside `output`
 };
 
 /// The sidecar beside `output`: the same name with the extension ".json" (weights.pt -> weights.json).

@@ -14,7 +14,7 @@ struct LossScalerOptions {
   double growth = 2.0;          ///< factor after growth_interval clean steps
   double backoff = 0.5;         ///< factor after a step with inf/NaN gradients
   int64_t growth_interval = 2000;
-  bool enabled = true;          ///< false: scale 1, never skips (fp32/tf32/bf16)
+  bool enabled = true;  ///< false: scale 1, never skips (fp32/tf32/bf16)
 };
 
 class LossScaler {

@@ -7,11 +7,11 @@
 namespace voxfit::train {
 
 struct DiceCeOptions {
-  double smooth = 1e-5;       ///< added to numerator and denominator of the soft Dice
+  double smooth = 1e-5;             ///< added to numerator and denominator of the soft Dice
   bool include_background = false;  ///< nnU-Net's do_bg: Dice over class 0 too
-  bool batch_dice = false;    ///< one Dice per class over the whole batch instead of per sample
-  double weight_ce = 1.0;     ///< weight of the cross-entropy term
-  double weight_dice = 1.0;   ///< weight of the Dice term
+  bool batch_dice = false;          ///< one Dice per class over the whole batch instead of per sample
+  double weight_ce = 1.0;           ///< weight of the cross-entropy term
+  double weight_dice = 1.0;         ///< weight of the Dice term
 };
 
 /// Soft Dice (as a negative mean Dice, like nnU-Net) on softmax(logits) vs one-hot(target).

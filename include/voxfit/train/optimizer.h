@@ -15,12 +15,12 @@ enum class OptimizerKind { kAdamW, kSgd };
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdamW;
-  double lr = 1e-4;             ///< peak learning rate (AdamW 1e-4, SGD 1e-2 by default)
-  double weight_decay = 1e-5;   ///< decoupled for AdamW (3e-5 for SGD, L2 as PyTorch's SGD)
+  double lr = 1e-4;                               ///< peak learning rate (AdamW 1e-4, SGD 1e-2 by default)
+  double weight_decay = 1e-5;                     ///< decoupled for AdamW (3e-5 for SGD, L2 as PyTorch's SGD)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  ///< AdamW
-  double momentum = 0.99;       ///< SGD, Nesterov
-  double clip_grad_norm = 0.0;  ///< 0: off (default for AdamW; 12 for SGD as nnU-Net)
-  bool fused = true;            ///< use the fused AdamW kernel where LibTorch has one (2.x, CUDA)
+  double momentum = 0.99;                         ///< SGD, Nesterov
+  double clip_grad_norm = 0.0;                    ///< 0: off (default for AdamW; 12 for SGD as nnU-Net)
+  bool fused = true;                              ///< use the fused AdamW kernel where LibTorch has one (2.x, CUDA)
 
   /// The defaults of nnU-Net (SGD) or of the transformer papers (AdamW) for a kind.
   static OptimizerOptions defaults_for(OptimizerKind kind);
@@ -68,7 +68,7 @@ class Optimizer {
   std::vector<torch::Tensor> params_;
   OptimizerOptions options_;
   bool fused_ = false;
-  torch::Tensor step_;                   // float32 [] on the parameters' device
+  torch::Tensor step_;  // float32 [] on the parameters' device
   std::vector<torch::Tensor> exp_avg_, exp_avg_sq_, momentum_;
 };
 

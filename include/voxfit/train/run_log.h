@@ -19,11 +19,11 @@ struct StepRecord {
   double lr = 0;
   double samples_per_s = 0;
   double voxels_per_s = 0;
-  double step_time_s = 0;   ///< wall time per step (averaged over the steps since the last sync)
-  double data_wait_s = 0;   ///< time per step the loop waited for the loader
+  double step_time_s = 0;            ///< wall time per step (averaged over the steps since the last sync)
+  double data_wait_s = 0;            ///< time per step the loop waited for the loader
   std::uint64_t peak_allocated = 0;  ///< bytes, over the steps since the last sync
   std::uint64_t peak_reserved = 0;
-  bool skipped = false;     ///< fp16 overflow: the optimiser step was skipped
+  bool skipped = false;  ///< fp16 overflow: the optimiser step was skipped
 };
 
 class RunLog {

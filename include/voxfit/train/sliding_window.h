@@ -10,9 +10,9 @@ namespace voxfit::train {
 
 struct SlidingWindowOptions {
   std::vector<int64_t> patch = {96, 96, 96};  ///< window size (the training patch)
-  double overlap = 0.5;    ///< fraction of the window shared by neighbours, in [0, 1)
-  int64_t window_batch = 2;  ///< windows per forward pass
-  bool gaussian = true;    ///< importance weights peaked at the window centre (sigma = size/8)
+  double overlap = 0.5;                       ///< fraction of the window shared by neighbours, in [0, 1)
+  int64_t window_batch = 2;                   ///< windows per forward pass
+  bool gaussian = true;                       ///< importance weights peaked at the window centre (sigma = size/8)
   /// Keep the padded image and the summed logits in host memory and run only the windows on
   /// `window_device` (nnU-Net's fallback for volumes whose logits do not fit on the card).
   bool host_aggregation = false;
@@ -28,8 +28,7 @@ torch::Tensor gaussian_importance(const std::vector<int64_t>& patch, torch::Devi
 /// Logits [K, D, H, W] (float32) for `image` [C, D, H, W]; volumes smaller than the window are
 /// padded with zeros and the padding is cropped again. Windows run on the image's device (on
 /// o.window_device, the rest in host memory, with o.host_aggregation).
-torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsFn& net,
-                                       const SlidingWindowOptions& o);
+torch::Tensor sliding_window_inference(const torch::Tensor& image, const LogitsFn& net, const SlidingWindowOptions& o);
 
 /// Dice per foreground class 1..K-1 of a predicted label map against the truth (both [D, H, W]
 /// class indices), as MONAI's DiceMetric(include_background=False, ignore_empty=True): a class

@@ -18,8 +18,7 @@ memory::StaticInventory static_inventory(TrainStep& step);
 std::uint64_t batch_bytes(const data::Batch& batch);
 
 /// The breakdown of `tracker`'s profile for steps of `step` on batches like `batch`.
-memory::MemoryBreakdown step_breakdown(const memory::MemoryTracker& tracker, TrainStep& step,
-                                       const data::Batch& batch);
+memory::MemoryBreakdown step_breakdown(const memory::MemoryTracker& tracker, TrainStep& step, const data::Batch& batch);
 
 /// The breakdown of one training step of `net` on inputs of `input_shape` ([B, C, D, H, W]) with
 /// `options` (precision, optimiser), predicted from shapes and dtypes (nothing runs), with the parts

@@ -23,7 +23,7 @@ struct StepOptions {
   Precision precision = Precision::kFp32;
   DiceCeOptions loss;
   OptimizerOptions optimizer;
-  LossScalerOptions scaler;  ///< `enabled` is set from the precision
+  LossScalerOptions scaler;    ///< `enabled` is set from the precision
   bool channels_last = false;  ///< inputs in ChannelsLast3d (build the network with ModelContext::channels_last too)
   /// Rotation/scaling on the step's device (nnU-Net's p = 0.2); unset: none.
   std::optional<data::SpatialAugmentOptions> spatial_augment = data::SpatialAugmentOptions{};

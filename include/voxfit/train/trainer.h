@@ -25,15 +25,15 @@ struct TrainOptions {
   std::int64_t batch = 2;
   StepOptions step;
   ScheduleOptions schedule;
-  data::LoaderOptions loader;          ///< patch and batch are set from the fields above
-  double validation_fraction = 0.2;    ///< of the cases, held out (training cases if none are left)
-  std::optional<int> fold;             ///< --fold: of the declared folds, or of voxfit's own five (data::run_split)
-  std::int64_t validate_every = 0;     ///< steps between validations (0: only at the end)
+  data::LoaderOptions loader;           ///< patch and batch are set from the fields above
+  double validation_fraction = 0.2;     ///< of the cases, held out (training cases if none are left)
+  std::optional<int> fold;              ///< --fold: of the declared folds, or of voxfit's own five (data::run_split)
+  std::int64_t validate_every = 0;      ///< steps between validations (0: only at the end)
   SlidingWindowOptions sliding_window;  ///< patch set from the model's patch
-  std::int64_t checkpoint_every = 0;   ///< steps between checkpoints (0: at validations and the end)
-  std::int64_t log_every = 10;         ///< steps between host syncs that log; 1 logs every step exactly
-  std::int64_t stop_after = 0;         ///< stop (resumably) after this step; 0: run all steps
-  bool resume = false;                 ///< continue from output_dir/last.pt
+  std::int64_t checkpoint_every = 0;    ///< steps between checkpoints (0: at validations and the end)
+  std::int64_t log_every = 10;          ///< steps between host syncs that log; 1 logs every step exactly
+  std::int64_t stop_after = 0;          ///< stop (resumably) after this step; 0: run all steps
+  bool resume = false;                  ///< continue from output_dir/last.pt
   torch::Device device = torch::kCPU;
   memory::BudgetSpec budget;
   std::filesystem::path memory_snapshot;  ///< CUDA + LibTorch 2.x: allocator history pickle
@@ -43,11 +43,11 @@ struct TrainOptions {
 struct TrainSummary {
   std::int64_t steps_done = 0;
   double final_loss = 0;
-  double best_dice = -1;                  ///< -1: no validation ran
+  double best_dice = -1;  ///< -1: no validation ran
   std::vector<double> last_dice_per_class;
-  double median_samples_per_s = 0;      ///< of the global batch
+  double median_samples_per_s = 0;  ///< of the global batch
   std::int64_t world_size = 1;
-  double data_wait_share = 0;             ///< loader wait / wall time over the run
+  double data_wait_share = 0;  ///< loader wait / wall time over the run
   std::uint64_t peak_allocated = 0;
   std::uint64_t peak_reserved = 0;
 };

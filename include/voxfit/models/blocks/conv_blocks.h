@@ -1,9 +1,9 @@
 #pragma once
 // Convolutional building blocks shared by the segmentation nets: nnU-Net's stacked
 // conv-norm-act, and MONAI's UNETR-family residual / basic blocks and up-sampling blocks.
+#include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
-#include <torch/arg.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
@@ -82,8 +82,7 @@ TORCH_MODULE(UnetBlock);
 /// MONAI's UnetrPrUpBlock (conv_block and res_block on): a transposed conv from the transformer
 /// width, then `num_layers` x (transposed conv + UnetBlock), each doubling the resolution.
 struct UnetrPrUpBlockOptions {
-  UnetrPrUpBlockOptions(int64_t in, int64_t out, int64_t num_layers)
-      : in_(in), out_(out), num_layers_(num_layers) {}
+  UnetrPrUpBlockOptions(int64_t in, int64_t out, int64_t num_layers) : in_(in), out_(out), num_layers_(num_layers) {}
   TORCH_ARG(int64_t, in);
   TORCH_ARG(int64_t, out);
   TORCH_ARG(int64_t, num_layers);

@@ -56,8 +56,9 @@ torch::Tensor apply_norm_act(torch::nn::AnyModule& norm, const std::string& act,
 /// the bias beyond 2D: one extra kernel per layer, a third of ViT-B/16's inference time on the
 /// H200 (experiments/results/h200/performance.md).
 inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return torch::linear(x, layer->weight, layer->bias.defined() ? c10::optional<torch::Tensor>(layer->bias)
-                                                               : c10::optional<torch::Tensor>());
+  return torch::linear(
+      x, layer->weight,
+      layer->bias.defined() ? c10::optional<torch::Tensor>(layer->bias) : c10::optional<torch::Tensor>());
 }
 
 /// Fills `t` from N(0, std) truncated to [a, b] (absolute bounds, as timm's and MONAI's

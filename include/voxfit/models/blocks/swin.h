@@ -50,8 +50,8 @@ TORCH_MODULE(WindowAttention);
 /// shift, then x + mlp(norm2(x)).
 class SwinBlockImpl : public torch::nn::Module {
  public:
-  SwinBlockImpl(int64_t dim, int64_t heads, const Size3& window, const Size3& shift, double mlp_ratio,
-                bool qkv_bias, AttentionMode mode);
+  SwinBlockImpl(int64_t dim, int64_t heads, const Size3& window, const Size3& shift, double mlp_ratio, bool qkv_bias,
+                AttentionMode mode);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
 
  private:
