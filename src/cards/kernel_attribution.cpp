@@ -170,9 +170,12 @@ OpCost estimate_op_cost(const std::string& op_name, const Shapes& s, const std::
   return c;
 }
 
-std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& events, const AttributionOptions& o) {
-  // CPU operators: nesting per thread, from start and duration (a child lies inside its parent).
-  std::vector<std::size_t> ops;
+namespace {
+
+// CPU operators nest per thread by start and duration (a child lies inside its parent). Fills
+// `ops` with the operator events' indices and returns each one's parent (-1 at the top).
+std::unordered_map<std::size_t, std::ptrdiff_t> nest_operators(const std::vector<TraceEvent>& events,
+                                                               std::vector<std::size_t>& ops) {
   for (std::size_t i = 0; i < events.size(); ++i)
     if (!events[i].on_device) ops.push_back(i);
   std::sort(ops.begin(), ops.end(), [&](std::size_t a, std::size_t b) {
@@ -195,6 +198,71 @@ std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& event
     parent[ops[k]] = stack.empty() ? -1 : static_cast<std::ptrdiff_t>(stack.back());
     stack.push_back(ops[k]);
   }
+  return parent;
+}
+
+// The unit an operator's arithmetic runs on: tensor cores for 16-bit matrix products, TF32 where
+// the run allowed it for float32, else the FP32 vector units.
+MathKind math_kind(const OpCost& c, const AttributionOptions& o) {
+  if (!c.matrix) return MathKind::kFp32;
+  const int eb = element_bytes(c.dtype);
+  if (contains(lower(c.dtype), "bfloat")) return MathKind::kBf16Tensor;
+  if (eb == 2) return MathKind::kFp16Tensor;
+  if (eb == 4 && (c.convolution ? o.tf32_cudnn : o.tf32_matmul)) return MathKind::kTf32;
+  return MathKind::kFp32;
+}
+
+// A device event with the operator that launched it and the operator its FLOPs come from.
+struct Linked {
+  std::size_t event;
+  std::ptrdiff_t op = -1;
+  std::ptrdiff_t source = -1;
+};
+
+// Identical launches (name, kind, operators, unit, FLOPs and bytes) summed into one record a step,
+// the longest first.
+std::vector<KernelRecord> aggregate_launches(const std::vector<TraceEvent>& events, const std::vector<Linked>& linked,
+                                             const std::vector<double>& flops, const std::vector<double>& bytes,
+                                             const std::vector<MathKind>& math, std::int64_t profiled_steps) {
+  // Aggregate identical launches.
+  std::map<std::string, KernelRecord> records;
+  const double steps = static_cast<double>(std::max<std::int64_t>(profiled_steps, 1));
+  std::map<std::string, double> call_counts;
+  for (std::size_t m = 0; m < linked.size(); ++m) {
+    const auto& e = events[linked[m].event];
+    const std::string op = linked[m].op >= 0 ? events[static_cast<std::size_t>(linked[m].op)].name : "";
+    const std::string source = linked[m].source >= 0 ? events[static_cast<std::size_t>(linked[m].source)].name : "";
+    char num[96];
+    std::snprintf(num, sizeof num, "|%.6g|%.6g", flops[m], bytes[m]);
+    const std::string key = e.name + "|" + e.kind + "|" + op + "|" + source + "|" + to_string(math[m]) + num;
+    auto [it, fresh] = records.try_emplace(key);
+    KernelRecord& r = it->second;
+    if (fresh) {
+      r.name = e.name;
+      r.kind = e.kind.empty() ? "kernel" : e.kind;
+      r.op = op;
+      r.flops_op = source;
+      r.math = math[m];
+    }
+    call_counts[key] += 1;
+    r.time_us += static_cast<double>(e.duration_ns) * 1e-3 / steps;
+    r.flops += flops[m] / steps;
+    r.bytes += bytes[m] / steps;
+  }
+  std::vector<KernelRecord> out;
+  for (auto& [key, r] : records) {
+    r.calls = std::max<std::int64_t>(1, std::llround(call_counts[key] / steps));
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(), [](const KernelRecord& a, const KernelRecord& b) { return a.time_us > b.time_us; });
+  return out;
+}
+
+}  // namespace
+
+std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& events, const AttributionOptions& o) {
+  std::vector<std::size_t> ops;
+  auto parent = nest_operators(events, ops);
   std::unordered_map<std::uint64_t, std::size_t> by_correlation;
   for (std::size_t i : ops)
     if (events[i].correlation > 0) by_correlation.emplace(events[i].correlation, i);
@@ -211,11 +279,6 @@ std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& event
   // Each device event: its operator and the operator its FLOPs come from (the innermost with a
   // profiler FLOP count, else the outermost with an estimate: the call that knows the whole
   // convolution, e.g. conv_transpose3d rather than the generic convolution below it).
-  struct Linked {
-    std::size_t event;
-    std::ptrdiff_t op = -1;
-    std::ptrdiff_t source = -1;
-  };
   std::vector<Linked> linked;
   std::map<std::ptrdiff_t, std::vector<std::size_t>> by_source;  // source op -> indices into linked
   for (std::size_t i = 0; i < events.size(); ++i) {
@@ -263,17 +326,7 @@ std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& event
         if (linked[m].op == source) main.push_back(m);
     double total = 0;
     for (std::size_t m : main) total += static_cast<double>(events[linked[m].event].duration_ns);
-    MathKind kind = MathKind::kFp32;
-    if (c.matrix) {
-      const int eb = element_bytes(c.dtype);
-      const std::string t = lower(c.dtype);
-      if (contains(t, "bfloat"))
-        kind = MathKind::kBf16Tensor;
-      else if (eb == 2)
-        kind = MathKind::kFp16Tensor;
-      else if (eb == 4 && (c.convolution ? o.tf32_cudnn : o.tf32_matmul))
-        kind = MathKind::kTf32;
-    }
+    const MathKind kind = math_kind(c, o);
     for (std::size_t m : main) {
       const double share = total > 0 ? static_cast<double>(events[linked[m].event].duration_ns) / total
                                      : 1.0 / static_cast<double>(main.size());
@@ -283,38 +336,7 @@ std::vector<KernelRecord> attribute_kernels(const std::vector<TraceEvent>& event
     }
   }
 
-  // Aggregate identical launches.
-  std::map<std::string, KernelRecord> records;
-  const double steps = static_cast<double>(std::max<std::int64_t>(o.steps, 1));
-  std::map<std::string, double> call_counts;
-  for (std::size_t m = 0; m < linked.size(); ++m) {
-    const auto& e = events[linked[m].event];
-    const std::string op = linked[m].op >= 0 ? events[static_cast<std::size_t>(linked[m].op)].name : "";
-    const std::string source = linked[m].source >= 0 ? events[static_cast<std::size_t>(linked[m].source)].name : "";
-    char num[96];
-    std::snprintf(num, sizeof num, "|%.6g|%.6g", flops[m], bytes[m]);
-    const std::string key = e.name + "|" + e.kind + "|" + op + "|" + source + "|" + to_string(math[m]) + num;
-    auto [it, fresh] = records.try_emplace(key);
-    KernelRecord& r = it->second;
-    if (fresh) {
-      r.name = e.name;
-      r.kind = e.kind.empty() ? "kernel" : e.kind;
-      r.op = op;
-      r.flops_op = source;
-      r.math = math[m];
-    }
-    call_counts[key] += 1;
-    r.time_us += static_cast<double>(e.duration_ns) * 1e-3 / steps;
-    r.flops += flops[m] / steps;
-    r.bytes += bytes[m] / steps;
-  }
-  std::vector<KernelRecord> out;
-  for (auto& [key, r] : records) {
-    r.calls = std::max<std::int64_t>(1, std::llround(call_counts[key] / steps));
-    out.push_back(std::move(r));
-  }
-  std::sort(out.begin(), out.end(), [](const KernelRecord& a, const KernelRecord& b) { return a.time_us > b.time_us; });
-  return out;
+  return aggregate_launches(events, linked, flops, bytes, math, o.steps);
 }
 
 }  // namespace voxfit::cards
