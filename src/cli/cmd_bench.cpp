@@ -33,7 +33,7 @@ int cmd_bench(const Args& args) {
                    "Runs the ResNet50 / ViT reference benchmark (the RTX 3090 / A40 protocol: batch x steps "
                    "images per iteration, iteration 0 is warm-up) and prints its one-line result, the "
                    "steady-state mean of iterations 1..N-1 and the ratio to the published cards."};
-  const std::string default_reference = (data_dir() / "reference" / "autodl_seed.csv").string();
+  const std::string default_reference = reference_table_path().string();
   // clang-format off
   spec.options.add_options()
     ("model", po::value<std::string>()->default_value("resnet50")->value_name("NAME"),

@@ -26,12 +26,10 @@ const char* kSubcommands =
     "  profile   profile one step of a network on this GPU, kernel by kernel, into a JSON file\n"
     "  predict   throughput on every card, from saved profiles or from a profile taken here\n";
 
-std::string default_cards() { return (data_dir() / "cards.csv").string(); }
-std::string default_reference() { return (data_dir() / "reference" / "autodl_seed.csv").string(); }
-
 void add_card_table_option(CommandSpec& spec) {
-  spec.options.add_options()("cards", po::value<std::string>()->default_value(default_cards())->value_name("FILE.csv"),
-                             "the GPU table");
+  spec.options.add_options()(
+      "cards", po::value<std::string>()->default_value(card_table_path().string())->value_name("FILE.csv"),
+      "the GPU table");
 }
 
 void add_profile_options(CommandSpec& spec) {
@@ -196,7 +194,7 @@ int cards_predict(const Args& args) {
      "a saved profile (repeatable)")
     ("results", po::value<std::string>()->value_name("SWEEP_DIR"), "a sweep: largest batch and samples/s per card")
     ("output", po::value<std::string>()->default_value("runs/cards")->value_name("DIR"), "where the results go")
-    ("reference", po::value<std::string>()->default_value(default_reference())->value_name("FILE.csv"),
+    ("reference", po::value<std::string>()->default_value(reference_table_path().string())->value_name("FILE.csv"),
      "published numbers to check the predictions against")
     ("memory-efficiency", po::value<double>()->default_value(cards::RooflineConstants{}.memory_efficiency),
      "fraction of datasheet bandwidth a framework kernel's estimated bytes move at (every card)")

@@ -9,6 +9,7 @@
 #include "voxfit/cli/model_options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/paths.h"
 #include "voxfit/core/units.h"
 #include "voxfit/memory/card_table.h"
 #include "voxfit/sweep/distribute.h"

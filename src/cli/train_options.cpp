@@ -15,8 +15,6 @@ namespace voxfit::cli {
 
 namespace fs = std::filesystem;
 
-fs::path card_table_path() { return data_dir() / "cards.csv"; }
-
 void add_device_options(CommandSpec& spec) {
   po::options_description g("Device and memory budget");
   g.add_options()("device", po::value<std::string>()->default_value("auto")->value_name("DEV"),

@@ -28,4 +28,8 @@ fs::path data_dir() {
   return VOXFIT_SOURCE_DATA_DIR;
 }
 
+fs::path card_table_path() { return data_dir() / "cards.csv"; }
+
+fs::path reference_table_path() { return data_dir() / "reference" / "autodl_seed.csv"; }
+
 }  // namespace voxfit

@@ -30,9 +30,6 @@ train::TrainOptions training_options_from(const po::variables_map& vm, const std
 /// checked and prepared into --cache (default: `default_cache`), reusing an up-to-date cache.
 std::filesystem::path prepared_cache(const po::variables_map& vm, const std::filesystem::path& default_cache);
 
-/// data/cards.csv of this source tree.
-std::filesystem::path card_table_path();
-
 /// --isolate (each probe of a max-batch search in a fresh process), and the hidden options of such
 /// a process: --probe-batch B, --probe-output FILE (and --probe-point KEY for a sweep).
 void add_isolate_options(CommandSpec& spec);

@@ -13,4 +13,9 @@ std::filesystem::path executable_path();
 /// `cmake --install`); the source tree's data/ this binary was built from.
 std::filesystem::path data_dir();
 
+/// The card table (data_dir()/cards.csv) and the published reference numbers
+/// (data_dir()/reference/autodl_seed.csv), each named here only.
+std::filesystem::path card_table_path();
+std::filesystem::path reference_table_path();
+
 }  // namespace voxfit
