@@ -18,15 +18,17 @@ ConvStackImpl::ConvStackImpl(const ConvStackOptions& o) : act_(o.act()), stride_
   }
 }
 
-torch::Tensor ConvStackImpl::forward(const torch::Tensor& x) { return rest(convs_[0].forward(x)); }
+torch::Tensor ConvStackImpl::forward(const torch::Tensor& x) {
+  return rest(apply_conv(convs_[0], x, stride_, !norm_cancels_conv_bias(norms_[0])));
+}
 
 torch::Tensor ConvStackImpl::forward_concat(const torch::Tensor& a, const torch::Tensor& b) {
-  return rest(convs_of_concat(a, b, {{&convs_[0], stride_}})[0]);
+  return rest(convs_of_concat(a, b, {{&convs_[0], stride_}}, !norm_cancels_conv_bias(norms_[0]))[0]);
 }
 
 torch::Tensor ConvStackImpl::rest(torch::Tensor y) {
   for (size_t i = 0; i < convs_.size(); ++i) {
-    if (i > 0) y = convs_[i].forward(y);
+    if (i > 0) y = apply_conv(convs_[i], y, 1, !norm_cancels_conv_bias(norms_[i]));
     y = apply_norm_act(norms_[i], act_, y);
   }
   return y;

@@ -41,13 +41,30 @@ torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& s) {
       nn::Conv2d(nn::Conv2dOptions(s.in, s.out, s.kernel).stride(s.stride).padding(padding).bias(s.bias)));
 }
 
+bool norm_cancels_conv_bias(const nn::AnyModule& norm) {
+  return kernels::kernel_mode() == kernels::KernelMode::kFused &&
+         (norm.ptr()->as<nn::InstanceNorm3dImpl>() || norm.ptr()->as<nn::InstanceNorm2dImpl>());
+}
+
+torch::Tensor apply_conv(nn::AnyModule& conv, const torch::Tensor& x, int64_t stride, bool with_bias) {
+  const auto params = conv.ptr()->named_parameters(/*recurse=*/false);
+  const auto* bias = params.find("bias");
+  if (with_bias || bias == nullptr) return conv.forward(x);
+  const auto& w = params["weight"];
+  const int64_t dims = w.dim() - 2;
+  return torch::convolution(x, w, {}, std::vector<int64_t>(dims, stride),
+                            std::vector<int64_t>(dims, conv_padding(w.size(2), stride)), std::vector<int64_t>(dims, 1),
+                            /*transposed=*/false, std::vector<int64_t>(dims, 0), /*groups=*/1);
+}
+
 std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::Tensor& b,
-                                           const std::vector<std::pair<nn::AnyModule*, int64_t>>& convs) {
+                                           const std::vector<std::pair<nn::AnyModule*, int64_t>>& convs,
+                                           bool with_bias) {
   if (!kernels::convs_of_concat_fuses(a)) {  // the reference: the concatenation, each module's forward
     const auto x = torch::cat({a, b}, 1);
     std::vector<torch::Tensor> out;
     for (const auto& [conv, stride] : convs)
-      if (!conv->is_empty()) out.push_back(conv->forward(x));
+      if (!conv->is_empty()) out.push_back(apply_conv(*conv, x, stride, with_bias));
     return out;
   }
   std::vector<kernels::ConcatConv> specs;
@@ -56,7 +73,7 @@ std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::
     const auto params = conv->ptr()->named_parameters(/*recurse=*/false);
     kernels::ConcatConv c;
     c.weight = params["weight"];
-    if (const auto* bias = params.find("bias")) c.bias = *bias;
+    if (const auto* bias = params.find("bias"); bias && with_bias) c.bias = *bias;
     c.stride = stride;
     c.padding = conv_padding(c.weight.size(2), stride);
     specs.push_back(c);

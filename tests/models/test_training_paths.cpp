@@ -1,10 +1,13 @@
 // What training relies on: every parameter gets a gradient, checkpointing changes no gradient
 // bit, the math and sdpa attention paths agree, channels-last changes only the layout.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "model_test_support.h"
 #include "voxfit/core/torch_compat.h"
+#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/models/attention.h"
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/network.h"
@@ -17,8 +20,11 @@ class PerNetwork : public ::testing::TestWithParam<test::SmallNet> {};
 std::string label(const ::testing::TestParamInfo<test::SmallNet>& info) { return info.param.model; }
 
 // Gradients of one training step, by parameter name, for a net built from seed 0.
+// Under `--kernels aten` (the reference) unless `kernels` says otherwise.
 std::map<std::string, torch::Tensor> step_gradients(const test::SmallNet& small, CheckpointMode mode,
-                                                    AttentionMode attention = AttentionMode::kMath) {
+                                                    AttentionMode attention = AttentionMode::kMath,
+                                                    kernels::KernelMode kernels = kernels::KernelMode::kAten) {
+  const kernels::KernelModeGuard guard(kernels);
   ModelContext ctx = test::context_of(small);
   ctx.checkpoint = mode;
   ctx.attention = attention;
@@ -41,6 +47,35 @@ TEST_P(PerNetwork, EveryParameterReceivesAGradient) {
     EXPECT_TRUE(torch::isfinite(g).all().item<bool>()) << name;
     EXPECT_GT(g.abs().sum().item<double>(), 0.0) << name << " has an all-zero gradient";
   }
+}
+
+// `--kernels fused` (also on the CPU) leaves out the convolution biases that an instance norm
+// cancels (models::norm_cancels_conv_bias): those get no gradient, and their reference gradient
+// is zero up to rounding; every other gradient is the reference's.
+TEST_P(PerNetwork, FusedModeLeavesOutOnlyCancelledBiases) {
+  const auto reference = step_gradients(GetParam(), CheckpointMode::kNone);
+  const auto fused =
+      step_gradients(GetParam(), CheckpointMode::kNone, AttentionMode::kMath, kernels::KernelMode::kFused);
+  ASSERT_EQ(fused.size(), reference.size());
+  double largest = 0;
+  for (const auto& [name, g] : reference) largest = std::max(largest, g.abs().max().item<double>());
+  int left_out = 0;
+  for (const auto& [name, g] : reference) {
+    const auto& f = fused.at(name);
+    if (!f.defined()) {
+      ++left_out;
+      EXPECT_NE(name.find(".bias"), std::string::npos) << name << ": only biases may be left out";
+      EXPECT_LT(g.abs().max().item<double>(), 1e-5 * largest) << name << ": its reference gradient is not zero";
+      continue;
+    }
+    EXPECT_TRUE(torch::allclose(f, g, 1e-3, 1e-5 * largest))
+        << name << " differs by up to " << (f - g).abs().max().item<double>();
+  }
+  // UNet3D's conv stacks (nnU-Net: bias then instance norm) are the only ones with such biases.
+  if (GetParam().model == "unet3d")
+    EXPECT_GT(left_out, 0);
+  else
+    EXPECT_EQ(left_out, 0);
 }
 
 TEST_P(PerNetwork, CheckpointingGivesBitwiseIdenticalGradients) {

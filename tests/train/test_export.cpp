@@ -163,7 +163,9 @@ class ExportTest : public test::TempDirTest {
     for (const auto& [key, shape] : monai) {
       bool only = false;
       for (const auto& m : monai_only) only = only || key.find(m) != std::string::npos;
-      if (!only) EXPECT_TRUE(dict.count(key)) << "MONAI's " << key << " is not exported";
+      if (!only) {
+        EXPECT_TRUE(dict.count(key)) << "MONAI's " << key << " is not exported";
+      }
     }
   }
 };

@@ -75,5 +75,32 @@ TEST(Losses, DeepSupervisionCombinesResizedTargets) {
   EXPECT_NEAR(deep_supervision_loss({full, half, quarter}, target, o).item<double>(), expected, 1e-5);
 }
 
+// Channels-last logits (a channels-last network's output) take the classes-last path: the same
+// loss and gradient as the NCDHW reference, and the gradient keeps the logits' layout (no
+// permuting copy back).
+TEST(Losses, ChannelsLastLogitsGiveTheSameLossAndGradient) {
+  torch::manual_seed(0);
+  const auto target = torch::randint(0, 4, {2, 1, 3, 4, 5}, torch::kLong);
+  const auto values = torch::randn({2, 4, 3, 4, 5});
+  for (const bool batch_dice : {false, true}) {
+    for (const bool background : {false, true}) {
+      DiceCeOptions o;
+      o.batch_dice = batch_dice;
+      o.include_background = background;
+      auto ref = values.clone().requires_grad_();
+      auto cl = values.contiguous(torch::MemoryFormat::ChannelsLast3d).requires_grad_();
+      ASSERT_FALSE(cl.is_contiguous());
+      const auto loss_ref = dice_ce_loss(ref, target, o);
+      const auto loss_cl = dice_ce_loss(cl, target, o);
+      loss_ref.backward();
+      loss_cl.backward();
+      EXPECT_NEAR(loss_cl.item<double>(), loss_ref.item<double>(), 1e-6) << batch_dice << background;
+      EXPECT_TRUE(torch::allclose(cl.grad(), ref.grad(), 1e-5, 1e-7)) << batch_dice << background;
+      EXPECT_TRUE(cl.grad().is_contiguous(torch::MemoryFormat::ChannelsLast3d));
+      EXPECT_NEAR(soft_dice_loss(cl, target, o).item<double>(), soft_dice_loss(ref, target, o).item<double>(), 1e-6);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace voxfit::train

@@ -27,11 +27,23 @@ struct ConvSpec {
 /// odd kernels; ConvTranspose2d/3d when `spec.transposed`.
 torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& spec);
 
+/// True where a convolution's bias feeding `norm` is left out: an instance norm subtracts each
+/// channel's mean over the sample, so a per-channel constant before it changes nothing the network
+/// computes and its gradient is zero. With `--kernels fused` (the default) such a bias is neither
+/// added nor given a gradient: cuDNN adds a bias as a separate pass and ATen sums its gradient
+/// over the whole activation, 3 of UNet3D's 23 ms a step on an H100 for nnU-Net's convolutions,
+/// which keep the parameter (their checkpoints have it). `--kernels aten` adds it: the reference.
+bool norm_cancels_conv_bias(const torch::nn::AnyModule& norm);
+
+/// A make_conv convolution (not transposed) of x with `stride`, without its bias unless `with_bias`.
+torch::Tensor apply_conv(torch::nn::AnyModule& conv, const torch::Tensor& x, int64_t stride, bool with_bias = true);
+
 /// The convolutions of a decoder's concatenation cat({a, b}, 1) (each a make_conv convolution with
 /// its stride; undefined modules are left out), through kernels::convs_of_concat: with the fused
-/// kernels autograd keeps a and b, not the concatenation.
+/// kernels autograd keeps a and b, not the concatenation. Biases only `with_bias`.
 std::vector<torch::Tensor> convs_of_concat(const torch::Tensor& a, const torch::Tensor& b,
-                                           const std::vector<std::pair<torch::nn::AnyModule*, int64_t>>& convs);
+                                           const std::vector<std::pair<torch::nn::AnyModule*, int64_t>>& convs,
+                                           bool with_bias = true);
 
 /// Normalisation by name: "instance" (InstanceNorm without affine parameters, MONAI's default),
 /// "instance_affine" (nnU-Net's), "batch", "none". Throws ConfigError naming `what` otherwise.
