@@ -6,7 +6,8 @@
 # Needs build-cuda/ (tools/device-build.sh --no-tests) and .shared-data.
 #   MODELS   default "unetr"; BATCHES default "1 2 4"; STEPS default 40
 #   VARIANTS default "aten fused fused+graph": words joined by '+': fused (--kernels fused, else
-#            aten), graph (--cuda-graph on, else off), cl (--channels-last), lean (--lean-decoders on)
+#            aten), graph (--cuda-graph on, else off), cl / ncdhw (--channels-last on / off, else
+#            auto: on for unet3d on CUDA), lean (--lean-decoders on)
 #   TRAIN_ARGS extra `voxfit train` options for every run (e.g. "--deep-supervision false")
 #   TESTS    1 (default) runs the kernel tests first
 set -uo pipefail
@@ -32,7 +33,8 @@ for m in ${MODELS:-unetr}; do
       args=(--kernels aten --cuda-graph off)
       [[ "+$v+" == *+fused+* ]] && args[1]=fused
       [[ "+$v+" == *+graph+* ]] && args[3]=on
-      [[ "+$v+" == *+cl+* ]] && args+=(--channels-last)
+      [[ "+$v+" == *+cl+* ]] && args+=(--channels-last on)
+      [[ "+$v+" == *+ncdhw+* ]] && args+=(--channels-last off)
       [[ "+$v+" == *+lean+* ]] && args+=(--lean-decoders on)
       run="$work/k_${m}_${b}_$v"
       rm -rf "$run"

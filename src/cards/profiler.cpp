@@ -132,7 +132,7 @@ PreparedStep prepare_segmentation(const ProfileOptions& o) {
   models::ModelContext ctx = models::find_model(o.model).defaults;
   ctx.patch = o.patch;
   ctx.attention = o.attention;
-  ctx.channels_last = o.channels_last.value_or(false);
+  ctx.channels_last = models::resolve_channels_last(models::find_model(o.model), o.channels_last, device);
   train::StepOptions so;
   so.precision = precision;
   so.channels_last = ctx.channels_last;

@@ -53,7 +53,7 @@ void add_profile_options(CommandSpec& spec) {
      "TF32 float32 matrix products of the reference models (on: PyTorch 1.9's default, as the published cards ran)")
     ("channels-last", po::value<std::string>()->default_value("auto")->value_name("auto|on|off"),
      "memory layout (reference models, auto: channels-last for convolutional nets; off: NCHW, as "
-     "timm's benchmark and the published cards ran; segmentation models, auto: off, as in train)")
+     "timm's benchmark and the published cards ran; segmentation models, auto: as train chooses on CUDA, on for unet3d)")
     ("cuda-graph", po::value<std::string>()->default_value("on")->value_name("on|off"),
      "segmentation training: time the step replayed as one CUDA graph, as train runs it (the "
      "profiled steps stay eager, so kernels keep their operators)");

@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 
@@ -53,7 +54,9 @@ void add_model_options(CommandSpec& spec) {
       "activation recomputation (gradient checkpointing): none, blocks (transformer blocks, UNet "
       "encoder stages, ResNet bottlenecks) or all (every block, the decoders too)")(
       "checkpoint", po::value<std::string>()->value_name("MODE"), "the old spelling of --recompute (deprecated)")(
-      "channels-last", po::bool_switch(), "channels-last memory format (ChannelsLast3d for 3D nets)");
+      "channels-last", po::value<std::string>()->default_value("auto")->implicit_value("on")->value_name("auto|on|off"),
+      "channels-last memory format (ChannelsLast3d for 3D nets); auto: on for the networks measured faster "
+      "that way (unet3d) on a CUDA device, else off");
   for (const auto& [name, help] : parameter_help())
     group.add_options()(dashed(name).c_str(), po::value<std::string>()->value_name("VALUE"), help.c_str());
   spec.options.add(group);
@@ -93,7 +96,18 @@ models::ModelContext model_context_from(const po::variables_map& vm, const std::
   if (vm.count("attention")) ctx.attention = models::parse_attention(vm["attention"].as<std::string>());
   ctx.checkpoint =
       models::parse_checkpoint(recompute_text(vm), vm.count("checkpoint") ? "--checkpoint" : "--recompute");
-  if (vm.count("channels-last")) ctx.channels_last = vm["channels-last"].as<bool>();
+  if (vm.count("channels-last")) {
+    // true / false: what .ini files of the earlier on/off switch hold.
+    const std::string layout = vm["channels-last"].as<std::string>();
+    const bool on = layout == "on" || layout == "true", off = layout == "off" || layout == "false";
+    if (layout != "auto" && !on && !off)
+      throw ConfigError("--channels-last: expected auto, on or off, got '" + layout + "'");
+    const std::optional<bool> requested = on    ? std::optional<bool>(true)
+                                          : off ? std::optional<bool>(false)
+                                                : std::nullopt;
+    const torch::Device device = vm.count("device") ? parse_device(vm["device"].as<std::string>()) : torch::kCPU;
+    ctx.channels_last = models::resolve_channels_last(entry, requested, device);
+  }
   for (const auto& [name, help] : parameter_help()) {
     const std::string key = dashed(name);
     if (!vm.count(key) || vm[key].as<std::string>().empty()) continue;

@@ -134,6 +134,7 @@ ModelEntry unet3d_entry() {
                                             .checkpoint(ctx.checkpoint)
                                             .channels_last(ctx.channels_last));
   };
+  e.channels_last_on_cuda = true;
   return e;
 }
 
@@ -295,6 +296,10 @@ const ModelEntry& find_model(const std::string& name) {
     known += (known.empty() ? "" : ", ") + e.name;
   }
   throw ConfigError("unknown model '" + name + "' (known: " + known + ")");
+}
+
+bool resolve_channels_last(const ModelEntry& entry, std::optional<bool> requested, const torch::Device& device) {
+  return requested.value_or(entry.channels_last_on_cuda && device.is_cuda());
 }
 
 Network make_model(const std::string& name, const ModelContext& ctx) {

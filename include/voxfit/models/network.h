@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,14 @@ struct ModelEntry {
   ModelContext defaults;
   /// Parameters of the network built from `defaults` (MONAI 1.3 / timm count; tested).
   int64_t reference_parameters = 0;
+  /// `--channels-last auto` on a CUDA device: the layout measured faster for this network's
+  /// training step (UNet3D: convolutions and instance norms only, +12% on an H100; the transformer
+  /// networks lose, docs/performance-notes.md 22 and 24).
+  bool channels_last_on_cuda = false;
 };
+
+/// The layout of `entry` on `device` for `--channels-last` auto (nullopt), on or off.
+bool resolve_channels_last(const ModelEntry& entry, std::optional<bool> requested, const torch::Device& device);
 
 /// Every network, in the order `voxfit models` lists them.
 const std::vector<ModelEntry>& registry();
