@@ -1,8 +1,6 @@
 #include "voxfit/bench/reference_table.h"
 
-#include <fstream>
-#include <sstream>
-
+#include "voxfit/core/csv.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 
@@ -10,43 +8,33 @@ namespace voxfit::bench {
 
 namespace {
 
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> fields;
-  std::stringstream ss(line);
-  std::string field;
-  while (std::getline(ss, field, ',')) fields.push_back(field);
-  if (!line.empty() && line.back() == ',') fields.emplace_back();
-  return fields;
+// A row as its line in the file, for messages.
+std::string as_line(const std::vector<std::string>& fields) {
+  std::string out;
+  for (std::size_t i = 0; i < fields.size(); ++i) out += (i ? "," : "") + csv_escape(fields[i]);
+  return out;
 }
 
 }  // namespace
 
 std::vector<ReferenceRow> load_reference_table(const std::filesystem::path& csv) {
-  std::ifstream in(csv);
-  if (!in) throw IoError(csv.string() + ": cannot open the reference table");
-  const std::string expected_header = "card,model,precision,images_per_s";
+  CsvReader in(csv, "the reference table");
+  if (in.header().empty()) throw IoError(csv.string() + ": empty reference table (no header)");
+  const std::vector<std::string> expected_header = {"card", "model", "precision", "images_per_s"};
+  if (in.header() != expected_header)
+    throw IoError(in.where(in.header_line()) + ": expected the header 'card,model,precision,images_per_s', found '" +
+                  as_line(in.header()) + "'");
   std::vector<ReferenceRow> rows;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::string where = csv.string() + ":" + std::to_string(number) + ": ";
-    if (number == 1) {
-      if (line != expected_header)
-        throw IoError(where + "expected the header '" + expected_header + "', found '" + line + "'");
-      continue;
-    }
-    if (line.empty()) continue;
-    const auto f = split_csv_line(line);
-    if (f.size() != 4 || f[0].empty() || f[1].empty() || f[2].empty())
-      throw IoError(where + "expected 4 fields (card,model,precision,images_per_s), found '" + line + "'");
+  for (CsvRow line; in.next(line);) {
+    const auto& f = line.fields;
+    const std::string where = in.where(line.line) + ": ";
+    if (f[0].empty() || f[1].empty() || f[2].empty())
+      throw IoError(where + "expected 4 fields (card,model,precision,images_per_s), found '" + as_line(f) + "'");
     ReferenceRow row{f[0], f[1], f[2], to_number(f[3]).value_or(0.0)};
     if (!(row.images_per_s > 0.0))
       throw IoError(where + "images_per_s must be a positive number, found '" + f[3] + "'");
     rows.push_back(row);
   }
-  if (number == 0) throw IoError(csv.string() + ": empty reference table (no header)");
   return rows;
 }
 

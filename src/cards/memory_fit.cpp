@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "voxfit/core/atomic_file.h"
+#include "voxfit/core/csv.h"
 #include "voxfit/core/error.h"
 #include "voxfit/sweep/batch_search.h"
 
@@ -36,14 +37,6 @@ T need(const json& j, const char* key, const char* sub, const std::string& where
 }
 
 double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
-
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
 }  // namespace
 
@@ -178,14 +171,14 @@ std::string fit_markdown(const std::vector<CardFit>& fits) {
 void write_fit_tables(const std::vector<CardFit>& fits, const fs::path& dir) {
   fs::create_directories(dir);
   std::ostringstream csv;
-  csv << "model,patch,precision,checkpoint,card,visible_mib,overhead_mib,usable_mib,fit_from,static_bytes,"
-         "per_sample_bytes,predicted_max_batch,measured_max_batch\n";
+  CsvWriter table(csv,
+                  {"model", "patch", "precision", "checkpoint", "card", "visible_mib", "overhead_mib", "usable_mib",
+                   "fit_from", "static_bytes", "per_sample_bytes", "predicted_max_batch", "measured_max_batch"});
   for (const auto& f : fits)
-    csv << f.model << "," << f.patch << "," << f.precision << "," << f.checkpoint << "," << f.card << ","
-        << fixed(mib(f.visible_bytes), 0) << "," << fixed(mib(f.overhead_bytes), 0) << ","
-        << fixed(mib(f.usable_bytes), 0) << "," << f.fit_from << "," << fixed(f.static_bytes, 0) << ","
-        << fixed(f.per_sample_bytes, 0) << "," << f.predicted_batch << ","
-        << (f.measured_batch ? std::to_string(*f.measured_batch) : "") << "\n";
+    table.row({f.model, f.patch, f.precision, f.checkpoint, f.card, CsvField::fixed(mib(f.visible_bytes), 0),
+               CsvField::fixed(mib(f.overhead_bytes), 0), CsvField::fixed(mib(f.usable_bytes), 0), f.fit_from,
+               CsvField::fixed(f.static_bytes, 0), CsvField::fixed(f.per_sample_bytes, 0), f.predicted_batch,
+               f.measured_batch ? std::to_string(*f.measured_batch) : ""});
   write_file_atomic(dir / "cards_fit.csv", csv.str());
   std::ostringstream md;
   md << "# Largest batch per card (predicted from the sweep's memory fit)\n\n"

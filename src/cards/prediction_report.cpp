@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "voxfit/core/atomic_file.h"
+#include "voxfit/core/csv.h"
 #include "voxfit/core/gnuplot.h"
 #include "voxfit/core/units.h"
 
@@ -134,16 +135,18 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
                                     const fs::path& dir, bool plot) {
   fs::create_directories(dir);
   std::ostringstream csv;
-  csv << "profile,model,precision,train,batch,source_card,card,predicted_samples_per_s,kernel_ms,overhead_ms,step_ms,"
-         "compute_share,memory_share,latency_share,main_unit,main_unit_tflops\n";
+  CsvWriter table(csv, {"profile", "model", "precision", "train", "batch", "source_card", "card",
+                        "predicted_samples_per_s", "kernel_ms", "overhead_ms", "step_ms", "compute_share",
+                        "memory_share", "latency_share", "main_unit", "main_unit_tflops"});
   for (const auto& p : predictions)
     for (const auto& c : p.cards)
-      csv << '"' << p.profile.label() << "\"," << p.profile.model << "," << p.profile.precision << ","
-          << (p.profile.train ? "true" : "false") << "," << p.profile.batch << "," << p.source_card << "," << c.card
-          << "," << fixed(c.samples_per_s, 1) << "," << fixed(c.kernel_s * 1e3, 3) << ","
-          << fixed(c.overhead_s * 1e3, 3) << "," << fixed(c.step_s * 1e3, 3) << "," << fixed(c.compute_share(), 3)
-          << "," << fixed(c.memory_share(), 3) << "," << fixed(c.latency_share(), 3) << "," << to_string(c.main_unit)
-          << "," << fixed(c.main_unit_flops * 1e-12, 1) << "\n";
+      table.row({CsvField::quoted(p.profile.label()), p.profile.model, p.profile.precision,
+                 p.profile.train ? "true" : "false", p.profile.batch, p.source_card, c.card,
+                 CsvField::fixed(c.samples_per_s, 1), CsvField::fixed(c.kernel_s * 1e3, 3),
+                 CsvField::fixed(c.overhead_s * 1e3, 3), CsvField::fixed(c.step_s * 1e3, 3),
+                 CsvField::fixed(c.compute_share(), 3), CsvField::fixed(c.memory_share(), 3),
+                 CsvField::fixed(c.latency_share(), 3), to_string(c.main_unit),
+                 CsvField::fixed(c.main_unit_flops * 1e-12, 1)});
   write_file_atomic(dir / "predictions.csv", csv.str());
 
   std::ostringstream md;
@@ -196,12 +199,12 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
          << (f.fit.measured_batch ? " (measured " + std::to_string(*f.fit.measured_batch) + ")" : "") << " | "
          << (f.samples_per_s > 0 ? fixed(f.samples_per_s, 1) : "") << " |\n";
     std::ostringstream fcsv;
-    fcsv << "model,patch,precision,checkpoint,card,predicted_max_batch,measured_max_batch,predicted_samples_per_s\n";
+    CsvWriter fit_table(fcsv, {"model", "patch", "precision", "checkpoint", "card", "predicted_max_batch",
+                               "measured_max_batch", "predicted_samples_per_s"});
     for (const auto& f : fit_throughputs)
-      fcsv << f.fit.model << "," << f.fit.patch << "," << f.fit.precision << "," << f.fit.checkpoint << ","
-           << f.fit.card << "," << f.fit.predicted_batch << ","
-           << (f.fit.measured_batch ? std::to_string(*f.fit.measured_batch) : "") << ","
-           << (f.samples_per_s > 0 ? fixed(f.samples_per_s, 2) : "") << "\n";
+      fit_table.row({f.fit.model, f.fit.patch, f.fit.precision, f.fit.checkpoint, f.fit.card, f.fit.predicted_batch,
+                     f.fit.measured_batch ? std::to_string(*f.fit.measured_batch) : "",
+                     f.samples_per_s > 0 ? CsvField::fixed(f.samples_per_s, 2) : CsvField("")});
     write_file_atomic(dir / "fit_throughput.csv", fcsv.str());
   }
 

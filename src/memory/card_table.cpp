@@ -5,10 +5,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
 
+#include "voxfit/core/csv.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/units.h"
 
@@ -31,54 +31,6 @@ constexpr std::array<const char*, 5> kOptionalColumns = {"inband_ecc", "base_mhz
 bool is_known_column(const std::string& name) {
   return std::find(kColumns.begin(), kColumns.end(), name) != kColumns.end() ||
          std::find(kOptionalColumns.begin(), kOptionalColumns.end(), name) != kOptionalColumns.end();
-}
-
-std::string trim(const std::string& s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
-// One CSV line into trimmed fields. A field that starts with '"' runs to the next lone quote
-// ("" inside is a quote), so a note may hold commas; `where` names the line in errors.
-std::vector<std::string> split_fields(const std::string& line, const std::string& where) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (true) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    std::string field;
-    if (i < line.size() && line[i] == '"') {
-      const std::size_t open = i++;
-      bool closed = false;
-      while (i < line.size()) {
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            field += '"';
-            i += 2;
-            continue;
-          }
-          closed = true;
-          ++i;
-          break;
-        }
-        field += line[i++];
-      }
-      if (!closed)
-        throw IoError(where + ": the quote opened at character " + std::to_string(open + 1) + " is not closed");
-      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-      if (i < line.size() && line[i] != ',')
-        throw IoError(where + ": text after the quoted field that ends at character " + std::to_string(i));
-    } else {
-      const std::size_t comma = line.find(',', i);
-      field = trim(line.substr(i, comma == std::string::npos ? std::string::npos : comma - i));
-      i = comma == std::string::npos ? line.size() : comma;
-    }
-    out.push_back(std::move(field));
-    if (i >= line.size()) break;
-    ++i;  // the comma
-  }
-  return out;
 }
 
 // Locates one field for error messages: "cards.csv:7:4 (cuda_visible_mib)".
@@ -222,38 +174,31 @@ std::vector<std::string> CardTable::ids() const {
 }
 
 CardTable load_card_table(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path.string() + ": cannot open the card table");
+  // Spaces around a field are dropped: people edit this table by hand ("a, b").
+  CsvReader csv(path, "the card table", CsvOptions{/*trim=*/true});
+  const auto no_cards = [&] {
+    return IoError(path.string() + ": no cards (expected a header line and one line per card)");
+  };
+  if (csv.header().empty()) throw no_cards();
 
-  std::string line;
-  std::size_t line_no = 0;
+  const std::vector<std::string>& header = csv.header();
+  const Where at_header{path, csv.header_line()};
   std::map<std::string, std::size_t> index;
-  std::size_t n_fields = 0;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (!is_known_column(header[i])) continue;  // someone's own column: read past it
+    if (!index.emplace(header[i], i).second) throw IoError(at_header.where(i, header[i]) + ": column given twice");
+  }
+  std::vector<std::string> missing;
+  for (const char* c : kColumns)
+    if (!index.count(c)) missing.emplace_back(c);
+  if (!missing.empty())
+    throw IoError(csv.where(csv.header_line()) + ": header lacks the required column" +
+                  (missing.size() > 1 ? "s " : " ") + join(missing));
+
   std::vector<CardSpec> cards;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (trim(line).empty()) continue;
-    const auto fields = split_fields(line, path.string() + ":" + std::to_string(line_no));
-    const Where at{path, line_no};
-    if (index.empty()) {
-      for (std::size_t i = 0; i < fields.size(); ++i) {
-        if (!is_known_column(fields[i])) continue;  // someone's own column: read past it
-        if (!index.emplace(fields[i], i).second) throw IoError(at.where(i, fields[i]) + ": column given twice");
-      }
-      std::vector<std::string> missing;
-      for (const char* c : kColumns)
-        if (!index.count(c)) missing.emplace_back(c);
-      if (!missing.empty())
-        throw IoError(path.string() + ":" + std::to_string(line_no) + ": header lacks the required column" +
-                      (missing.size() > 1 ? "s " : " ") + join(missing));
-      n_fields = fields.size();
-      continue;
-    }
-    if (fields.size() != n_fields)
-      throw IoError(path.string() + ":" + std::to_string(line_no) + ": expected " + std::to_string(n_fields) +
-                    " comma-separated fields, found " + std::to_string(fields.size()));
-    const RowReader row(at, fields, index);
+  for (CsvRow csv_row; csv.next(csv_row);) {
+    const Where at{path, csv_row.line};
+    const RowReader row(at, csv_row.fields, index);
     CardSpec c;
     c.id = row.id();
     if (std::any_of(cards.begin(), cards.end(), [&](const CardSpec& o) { return o.id == c.id; }))
@@ -278,7 +223,7 @@ CardTable load_card_table(const std::filesystem::path& path) {
     c.memory_type = row.optional_text("memory_type");
     cards.push_back(std::move(c));
   }
-  if (cards.empty()) throw IoError(path.string() + ": no cards (expected a header line and one line per card)");
+  if (cards.empty()) throw no_cards();
   return CardTable(std::move(cards), path);
 }
 

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "voxfit/core/atomic_file.h"
+#include "voxfit/core/csv.h"
 #include "voxfit/core/gnuplot.h"
 #include "voxfit/core/units.h"
 #include "voxfit/sweep/journal.h"
@@ -157,8 +158,9 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
   const std::vector<const json*> ordered = grid_order(entries);
   // results.csv: one row per configuration
   std::ostringstream csv;
-  csv << "model,patch,precision,checkpoint,budget,usable_bytes,max_batch,first_failing,predicted,probes,seconds,"
-         "samples_per_s,voxels_per_s,knee_batch,static_bytes,per_sample_bytes\n";
+  CsvWriter results(csv, {"model", "patch", "precision", "checkpoint", "budget", "usable_bytes", "max_batch",
+                          "first_failing", "predicted", "probes", "seconds", "samples_per_s", "voxels_per_s",
+                          "knee_batch", "static_bytes", "per_sample_bytes"});
   const std::vector<std::string> budgets = first_seen(entries, "budget");
   std::map<std::string, std::map<std::string, const json*>> rows;  // config -> budget -> entry
   std::vector<std::string> row_order;
@@ -170,13 +172,13 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
     if (!rows.count(row)) row_order.push_back(row);
     rows[row][budget] = &e;
     if (e.contains("skipped")) continue;
-    csv << e["model"].get<std::string>() << "," << e["patch"].get<std::string>() << ","
-        << e["precision"].get<std::string>() << "," << e["checkpoint"].get<std::string>() << "," << budget << ","
-        << e["budget_report"].value("usable_bytes", 0ull) << "," << e["max_batch"] << "," << e["first_failing"] << ","
-        << e["predicted"] << "," << e["probes"] << "," << fixed(e["seconds"].get<double>(), 1) << ","
-        << fixed(e["samples_per_s"].get<double>(), 2) << "," << fixed(e["voxels_per_s"].get<double>(), 0) << ","
-        << e["knee_batch"] << "," << fixed(e["fit"]["static_bytes"].get<double>(), 0) << ","
-        << fixed(e["fit"]["per_sample_bytes"].get<double>(), 0) << "\n";
+    results.row({e["model"].get<std::string>(), e["patch"].get<std::string>(), e["precision"].get<std::string>(),
+                 e["checkpoint"].get<std::string>(), budget, e["budget_report"].value("usable_bytes", 0ull),
+                 e["max_batch"].dump(), e["first_failing"].dump(), e["predicted"].dump(), e["probes"].dump(),
+                 CsvField::fixed(e["seconds"].get<double>(), 1), CsvField::fixed(e["samples_per_s"].get<double>(), 2),
+                 CsvField::fixed(e["voxels_per_s"].get<double>(), 0), e["knee_batch"].dump(),
+                 CsvField::fixed(e["fit"]["static_bytes"].get<double>(), 0),
+                 CsvField::fixed(e["fit"]["per_sample_bytes"].get<double>(), 0)});
   }
   write_file_atomic(dir / "results.csv", csv.str());
 

@@ -19,11 +19,6 @@ namespace voxfit::train {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr const char* kCsvHeader =
-    "step,loss,lr,samples_per_s,voxels_per_s,step_time_s,data_wait_s,peak_allocated_bytes,peak_reserved_bytes,skipped";
-}
-
-namespace {
 
 // Keeps the lines of a log whose step is at most `last` (and any line without one), rewriting
 // the file atomically; `step_of` reads a line's step.
@@ -63,7 +58,10 @@ RunLog::RunLog(const fs::path& dir, std::int64_t total_steps, std::int64_t resum
   jsonl_.open(dir / "log.jsonl", std::ios::out | mode);
   csv_.open(dir / "log.csv", std::ios::out | mode);
   if (!jsonl_ || !csv_) throw IoError((dir / "log.jsonl").string() + ": cannot open the run log");
-  if (!csv_exists) csv_ << kCsvHeader << "\n";
+  csv_rows_.emplace(csv_,
+                    std::vector<std::string>{"step", "loss", "lr", "samples_per_s", "voxels_per_s", "step_time_s",
+                                             "data_wait_s", "peak_allocated_bytes", "peak_reserved_bytes", "skipped"},
+                    /*write_header=*/!csv_exists);
   events_ = std::make_unique<EventWriter>(dir / "tensorboard");
 }
 
@@ -81,9 +79,8 @@ void RunLog::step(const StepRecord& r) {
                    {"peak_reserved_bytes", r.peak_reserved},
                    {"skipped", r.skipped}};
   jsonl_ << j.dump() << "\n";
-  csv_ << r.step << "," << r.loss << "," << r.lr << "," << r.samples_per_s << "," << r.voxels_per_s << ","
-       << r.step_time_s << "," << r.data_wait_s << "," << r.peak_allocated << "," << r.peak_reserved << ","
-       << (r.skipped ? 1 : 0) << "\n";
+  csv_rows_->row({r.step, r.loss, r.lr, r.samples_per_s, r.voxels_per_s, r.step_time_s, r.data_wait_s, r.peak_allocated,
+                  r.peak_reserved, r.skipped ? 1 : 0});
   events_->add_scalar("train/loss", r.loss, r.step);
   events_->add_scalar("train/lr", r.lr, r.step);
   events_->add_scalar("train/samples_per_s", r.samples_per_s, r.step);

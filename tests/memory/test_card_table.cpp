@@ -112,7 +112,8 @@ TEST_F(CardTableTest, MalformedTablesAreRejectedWithTheirPlace) {
   EXPECT_NE(
       load_error("id,name,memory_gb\n" + row).find("cards.csv:1: header lacks the required columns cuda_visible_mib"),
       std::string::npos);
-  EXPECT_NE(load_error(std::string(kHeader) + "one,Card One,24\n").find("cards.csv:2: expected 14"), std::string::npos);
+  EXPECT_NE(load_error(std::string(kHeader) + "one,Card One,24\n").find("cards.csv:2: 3 fields, the header has 14"),
+            std::string::npos);
   EXPECT_NE(load_error(std::string(kHeader) + row + row).find("cards.csv:3:1 (id): card 'one' is listed twice"),
             std::string::npos);
   EXPECT_NE(load_error(std::string(kHeader) + "One,Card,24,24000,900,80,1700,30,60,30,60,6,300,estimated\n")
@@ -161,8 +162,32 @@ TEST_F(CardTableTest, UnknownColumnsAreIgnoredAndMissingRequiredOnesNamed) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   // Rows must still match the header, extra columns included.
   EXPECT_NE(load_error(std::string("note,") + kHeader + "x,one,Card One,24,24000,900,80,1700,30,60,30,60,6,300\n")
-                .find("cards.csv:2: expected 15"),
+                .find("cards.csv:2: 14 fields, the header has 15"),
             std::string::npos);
+}
+
+TEST_F(CardTableTest, AUserColumnMayHoldAQuotedNoteWithCommas) {
+  const std::string header = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",note\n";
+  const CardTable table = load_card_table(write(
+      header +
+      "one,\"Card One, 24 GB\",24,24000,900,80,1700,30,60,30,60,6,300,estimated,\"bought 2024, fan \"\"noisy\"\"\"\n"
+      "two,Card Two,48,45000,700,84,1700,37,150,75,150,6,300,estimated,\"two lines:\nthe second, with a comma\"\r\n"
+      "three,Card Three,48,45000,700,84,1700,37,150,75,150,6,300,estimated,plain\n"));
+  EXPECT_EQ(table.ids(), (std::vector<std::string>{"one", "two", "three"}));
+  EXPECT_EQ(table.at("one").name, "Card One, 24 GB");
+  EXPECT_EQ(table.at("one").visible_source, VisibleSource::Estimated);
+  EXPECT_DOUBLE_EQ(table.at("two").cuda_visible_mib, 45000);
+  EXPECT_EQ(table.at("three").tdp_w, 300);
+  // After a note of two lines, errors still name the line of the file.
+  EXPECT_NE(load_error(header + "one,Card,24,24000,900,80,1700,30,60,30,60,6,300,estimated,\"a, b\nc\"\n"
+                                "two,Card,48,lots,700,84,1700,37,150,75,150,6,300,estimated,x\n")
+                .find("cards.csv:4:4 (cuda_visible_mib): 'lots'"),
+            std::string::npos);
+  // A note whose quote is not closed: one line naming the file and the line it opens on.
+  const std::string msg =
+      load_error(header + "one,Card,24,24000,900,80,1700,30,60,30,60,6,300,estimated,\"fast, loud\n");
+  EXPECT_NE(msg.find("cards.csv:2: unterminated quoted field"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
 TEST_F(CardTableTest, InbandEccIsAnOptionalYesNoColumn) {

@@ -15,8 +15,8 @@ struct ReferenceRow {
   double images_per_s = 0.0;
 };
 
-/// Reads a reference CSV with the header `card,model,precision,images_per_s`. Throws IoError
-/// naming the file and line when it cannot be read or a row is malformed.
+/// Reads a reference CSV (core/csv.h) with the header `card,model,precision,images_per_s`. Throws
+/// IoError naming the file and line when it cannot be read or a row is malformed.
 std::vector<ReferenceRow> load_reference_table(const std::filesystem::path& csv);
 
 /// A measured throughput divided by a published one.

@@ -74,7 +74,8 @@ class CardTable {
 };
 
 /// Reads a card table CSV (header row, then one card a line; empty rate fields mean "none").
-/// A field may be quoted ("a, b"; "" inside quotes is one quote), so notes may hold commas.
+/// Read as core/csv.h reads CSV, spaces around fields dropped: a field may be quoted ("a, b"; ""
+/// inside quotes is one quote), so notes may hold commas and line breaks.
 /// Columns may come in any order; optional columns (inband_ecc, base_mhz, fp16_vector_tflops,
 /// architecture, memory_type) may be left out, and columns the
 /// reader does not know (a user's own notes, sources) are accepted and ignored. Throws IoError

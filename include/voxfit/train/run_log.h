@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "voxfit/core/csv.h"
 #include "voxfit/train/event_writer.h"
 
 namespace voxfit::train {
@@ -40,6 +42,7 @@ class RunLog {
 
  private:
   std::ofstream jsonl_, csv_;
+  std::optional<CsvWriter> csv_rows_;  ///< log.csv's rows, written to csv_
   std::unique_ptr<EventWriter> events_;
   std::int64_t total_;
   bool tty_;
