@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "voxfit/core/error.h"
+
 namespace voxfit::train {
 
 namespace F = torch::nn::functional;
@@ -27,7 +29,7 @@ ClassView class_view(const torch::Tensor& logits, const torch::Tensor& target) {
   return {logits.movedim(1, -1), t.movedim(1, -1), logits.dim() - 1};
 }
 
-torch::Tensor soft_dice(const ClassView& v, const DiceCeOptions& o) {
+torch::Tensor soft_dice(const ClassView& v, const LossOptions& o) {
   const auto x = torch::softmax(v.logits, v.dim);
   const int64_t classes = x.size(v.dim);
   // One-hot as bool: x * y keeps y for its backward, and a bool copy is a quarter of a float one
@@ -46,11 +48,11 @@ torch::Tensor soft_dice(const ClassView& v, const DiceCeOptions& o) {
 
 }  // namespace
 
-torch::Tensor soft_dice_loss(const torch::Tensor& logits, const torch::Tensor& target, const DiceCeOptions& o) {
+torch::Tensor soft_dice_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o) {
   return soft_dice(class_view(logits.to(torch::kFloat), target), o);
 }
 
-torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& target, const DiceCeOptions& o) {
+torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o) {
   const auto v = class_view(logits.to(torch::kFloat), target);
   // Classes last: cross-entropy as F::cross_entropy computes it (log-softmax, the target's term, the
   // mean over voxels) on that axis.
@@ -58,6 +60,53 @@ torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& tar
                              : -torch::log_softmax(v.logits, v.dim).gather(v.dim, v.target).mean();
   return o.weight_ce * ce + o.weight_dice * soft_dice(v, o);
 }
+
+namespace {
+
+std::int64_t spatial_voxels(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::size_t i = 2; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+// dice_ce keeps for backward, per output [B, K, spatial...]: the float32 log-softmax (cross-entropy)
+// and softmax (Dice) outputs and the one-hot target (bool). The logits themselves are kept by none
+// of these ops (their float32 casts neither).
+memory::DtypeBytes dice_ce_saved_for_backward(const std::vector<std::int64_t>& shape) {
+  const std::int64_t scores = shape[0] * shape[1] * spatial_voxels(shape);
+  return {{"float32", static_cast<std::uint64_t>(2 * 4 * scores)}, {"bool", static_cast<std::uint64_t>(scores)}};
+}
+
+LossEntry dice_ce_entry() {
+  return {"dice_ce", "nnU-Net's DC_and_CE: cross-entropy + soft Dice (default: foreground classes, per sample)",
+          [](const LossOptions& o) -> LossFunction {
+            return [o](const torch::Tensor& logits, const torch::Tensor& target) {
+              return dice_ce_loss(logits, target, o);
+            };
+          },
+          dice_ce_saved_for_backward};
+}
+
+}  // namespace
+
+const std::vector<LossEntry>& loss_registry() {
+  static const std::vector<LossEntry> entries = {dice_ce_entry()};
+  return entries;
+}
+
+std::string loss_names() {
+  std::string names;
+  for (const auto& e : loss_registry()) names += (names.empty() ? "" : ", ") + e.name;
+  return names;
+}
+
+const LossEntry& find_loss(const std::string& name) {
+  for (const auto& e : loss_registry())
+    if (e.name == name) return e;
+  throw ConfigError("unknown loss '" + name + "' (known: " + loss_names() + ")");
+}
+
+LossFunction make_loss(const LossOptions& o) { return find_loss(o.name).make(o); }
 
 std::vector<double> deep_supervision_weights(std::size_t n) {
   std::vector<double> w(n);
@@ -71,8 +120,9 @@ std::vector<double> deep_supervision_weights(std::size_t n) {
 }
 
 torch::Tensor deep_supervision_loss(const std::vector<torch::Tensor>& outputs, const torch::Tensor& target,
-                                    const DiceCeOptions& o) {
+                                    const LossOptions& o) {
   TORCH_CHECK(!outputs.empty(), "deep_supervision_loss: no outputs");
+  const LossFunction loss = make_loss(o);
   const auto weights = deep_supervision_weights(outputs.size());
   torch::Tensor total;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -85,7 +135,7 @@ torch::Tensor deep_supervision_loss(const std::vector<torch::Tensor>& outputs, c
                                                        .mode(torch::kNearest))
               .to(torch::kLong);
     }
-    const auto term = weights[i] * dice_ce_loss(outputs[i], t, o);
+    const auto term = weights[i] * loss(outputs[i], t);
     total = total.defined() ? total + term : term;
   }
   return total;

@@ -6,6 +6,7 @@
 
 #include "voxfit/core/host_memory.h"
 #include "voxfit/models/memory_estimate.h"
+#include "voxfit/train/losses.h"
 
 namespace voxfit::train {
 
@@ -39,20 +40,17 @@ std::int64_t voxels(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-// What deep_supervision_loss keeps for backward, per weighted output [B, K, spatial...]: the float32
-// log-softmax (cross-entropy) and softmax (Dice) outputs, the one-hot target (bool), and for a
-// lower-resolution output its nearest-downsampled int64 target. The logits themselves are kept by
-// none of these ops (their float32 casts neither).
-memory::DtypeBytes loss_saved(const std::vector<std::vector<std::int64_t>>& outputs) {
+// What deep_supervision_loss keeps for backward, per weighted output [B, K, spatial...]: what the
+// loss keeps on it (its registry entry says), and for a lower-resolution output its
+// nearest-downsampled int64 target.
+memory::DtypeBytes loss_saved(const std::vector<std::vector<std::int64_t>>& outputs, const LossEntry& loss) {
   memory::DtypeBytes saved;
   const auto weights = deep_supervision_weights(outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (weights[i] == 0.0) continue;
-    const std::int64_t batch = outputs[i][0], scores = batch * outputs[i][1] * voxels(outputs[i]);
-    saved["float32"] += static_cast<std::uint64_t>(2 * 4 * scores);
-    saved["bool"] += static_cast<std::uint64_t>(scores);
+    for (const auto& [dtype, bytes] : loss.saved_for_backward(outputs[i])) saved[dtype] += bytes;
     if (voxels(outputs[i]) != voxels(outputs.front()))
-      saved["int64"] += static_cast<std::uint64_t>(8 * batch * voxels(outputs[i]));
+      saved["int64"] += static_cast<std::uint64_t>(8 * outputs[i][0] * voxels(outputs[i]));
   }
   return saved;
 }
@@ -127,7 +125,8 @@ memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std:
              {"batch", "inputs", batch_bytes},
              {"unattributed", "unattributed", 0}};
   const std::int64_t before_forward = as_signed(b.statics.total()) + batch_bytes;
-  const std::int64_t other = as_signed(memory::total_bytes(loss_saved(outputs))) - models::total_bytes(act.outputs);
+  const std::int64_t other = as_signed(memory::total_bytes(loss_saved(outputs, find_loss(options.loss.name)))) -
+                             models::total_bytes(act.outputs);
   const std::int64_t gradients = as_signed(memory::total_bytes(b.gradients));
   std::int64_t block_parameters = 0;
   for (const auto& block : act.blocks) block_parameters += block.parameters;

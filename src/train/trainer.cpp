@@ -275,136 +275,229 @@ DiceSummary tracked_validation(TrainStep& step, const data::Plan& plan, const st
   return dice;
 }
 
-}  // namespace
-
-TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
+// The options train_model checks before it reads anything.
+void check_options(const TrainOptions& o) {
   if (o.steps < 1) throw ConfigError("--steps must be >= 1");
   if (o.batch < 1) throw ConfigError("--batch must be >= 1");
   if (o.log_every < 1) throw ConfigError("--log-every must be >= 1");
-  const data::Plan plan = data::load_plan(o.cache_dir);
-  models::ModelContext ctx = o.model_context;
-  ctx.in_channels = plan.channels();
-  ctx.num_classes = plan.num_classes();
-  if (ctx.patch.size() != 3) throw ConfigError("--patch: training needs a 3D patch");
+  find_loss(o.step.loss.name);  // an unknown loss: ConfigError naming the known ones
+}
 
-  const fs::path ckpt_last = o.output_dir / "last.pt", ckpt_best = o.output_dir / "best.pt";
+// What a run is before anything is built: the plan it trains on, the network's context (channels
+// and classes from the plan), the split, config.json's content and this process's place in the job.
+struct RunSetup {
+  data::Plan plan;
+  models::ModelContext context;
+  data::RunSplit split;
+  nlohmann::json config;
+  int world = 1;
+  bool main_rank = true;
+};
+
+// Reads the plan, draws the split and makes config.json's content; refuses a run folder that holds
+// a run already unless the run resumes it.
+RunSetup describe_run(const TrainOptions& o, dist::Communicator* comm) {
+  RunSetup run;
+  run.plan = data::load_plan(o.cache_dir);
+  run.context = o.model_context;
+  run.context.in_channels = run.plan.channels();
+  run.context.num_classes = run.plan.num_classes();
+  if (run.context.patch.size() != 3) throw ConfigError("--patch: training needs a 3D patch");
+
   TrainOptions opts = o;
-  opts.model_context = ctx;
-  const int world = comm ? comm->world_size() : 1;
-  const bool main_rank = !comm || comm->rank() == 0;
-  auto split = data::run_split(plan, o.validation_fraction, o.seed, o.fold);
-  auto config = config_json(opts, plan);
-  config["split"] = split_json(split);
-  config["world_size"] = world;
-  config["global_batch"] = o.batch * world;
-  if (!o.resume && fs::exists(ckpt_last))
+  opts.model_context = run.context;
+  run.world = comm ? comm->world_size() : 1;
+  run.main_rank = !comm || comm->rank() == 0;
+  run.split = data::run_split(run.plan, o.validation_fraction, o.seed, o.fold);
+  run.config = config_json(opts, run.plan);
+  run.config["split"] = split_json(run.split);
+  run.config["world_size"] = run.world;
+  run.config["global_batch"] = o.batch * run.world;
+  if (!o.resume && fs::exists(o.output_dir / "last.pt"))
     throw ConfigError(o.output_dir.string() + ": holds a run already (last.pt); use --resume or another --output");
+  return run;
+}
 
-  memory::ScopedBudget budget(o.budget, o.device);
-  memory::MemoryTracker tracker(o.device);
-  std::unique_ptr<memory::MemoryHistoryRecorder> history;
-  if (!o.memory_snapshot.empty()) history = std::make_unique<memory::MemoryHistoryRecorder>();
-
+// The training step on the run's network, built from --seed; each rank augments its own samples
+// with its own stream. `tracker` sees its phases.
+TrainStep build_step(const TrainOptions& o, const models::ModelContext& ctx, dist::Communicator* comm,
+                     memory::MemoryTracker& tracker) {
   torch::manual_seed(o.seed);
   StepOptions step_options = o.step;
-  // Each rank augments its own samples with its own stream.
   if (comm) step_options.seed = o.step.seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(comm->rank());
-  TrainStep step(models::make_model(o.model, ctx), o.device, step_options, &tracker);
-  tracker.watch_parameters(step.trainable_parameters());
-  nlohmann::json breakdown;  // of the window with the largest peak
-  std::uint64_t validation_peak = 0;
-  CheckpointMeta meta = open_run(o, config, split, step, main_rank);
+  return TrainStep(models::make_model(o.model, ctx), o.device, step_options, &tracker);
+}
 
-  const auto grad_sync = join_ranks(step, comm);
+// The loop from the checkpoint's step to the last one, and what it carries from one logging window
+// to the next: the steps not yet logged, the window's clock and loader wait, the breakdown of the
+// window with the largest peak, the largest validation peak and the summary being built.
+class TrainingLoop {
+ public:
+  // Opens the logs (rank 0) and starts the run's clock and first window.
+  TrainingLoop(const TrainOptions& o, const RunSetup& run, TrainStep& step, data::PatchLoader& loader,
+               memory::MemoryTracker& tracker, memory::MemoryHistoryRecorder* history, dist::Communicator* comm,
+               CheckpointMeta& meta)
+      : o_(o), run_(run), step_(step), loader_(loader), tracker_(tracker), history_(history), comm_(comm), meta_(meta) {
+    sw_ = o.sliding_window;
+    sw_.patch = run.context.patch;
+    if (run.main_rank) log_.emplace(o.output_dir, o.steps, o.resume ? meta.step : -1);
+    summary_.best_dice = meta.best_dice;
+    last_step_ = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;
+    voxels_ = static_cast<double>(run.context.patch[0] * run.context.patch[1] * run.context.patch[2]);
+    window_start_ = Clock::now();
+    run_start_ = window_start_;
+    wait_at_window_ = loader.stats().wait_seconds;
+    wait_at_start_ = wait_at_window_;
+    tracker.reset();
+  }
 
-  if (split.validation.empty()) split.validation = split.train;  // one case: validate on it
-  data::PatchLoader loader(o.cache_dir, split.train, loader_options(o, ctx.patch, meta.step, comm));
-  SlidingWindowOptions sw = o.sliding_window;
-  sw.patch = ctx.patch;
+  // Trains up to --steps (or --stop-after); every --log-every steps, and at validations and
+  // checkpoints, syncs and logs the window, validates and saves.
+  void run() {
+    for (int64_t s = meta_.step; s < last_step_; ++s) {
+      const double lr = lr_at(s, o_.steps, o_.step.optimizer.lr, o_.schedule);
+      const data::Batch batch = loader_.next();
+      run_step(batch, lr, s);
+      pending_lr_.push_back(lr);
+      meta_.step = s + 1;
+      const bool validate_now =
+          (o_.validate_every > 0 && meta_.step % o_.validate_every == 0) || meta_.step == o_.steps;
+      const bool checkpoint_now = validate_now || meta_.step == last_step_ ||
+                                  (o_.checkpoint_every > 0 && meta_.step % o_.checkpoint_every == 0);
+      if (static_cast<int64_t>(pending_.size()) == o_.log_every || checkpoint_now) {
+        log_window(batch);
+        validate_and_save(validate_now, checkpoint_now);
+        start_window();
+      }
+    }
+  }
 
-  std::optional<RunLog> log;
-  if (main_rank) log.emplace(o.output_dir, o.steps, o.resume ? meta.step : -1);
-  TrainSummary summary;
-  summary.best_dice = meta.best_dice;
-  const int64_t last_step = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;
-  const double voxels = static_cast<double>(ctx.patch[0] * ctx.patch[1] * ctx.patch[2]);
-  std::vector<StepOutput> pending;
-  std::vector<double> pending_lr, throughput;
-  auto window_start = Clock::now();
-  const auto run_start = window_start;
-  double wait_at_window = loader.stats().wait_seconds;
-  const double wait_at_start = wait_at_window;
-  tracker.reset();
+  // Closes the logs, writes the run's memory breakdown (and the allocator's history) and returns
+  // the summary.
+  TrainSummary finish() {
+    if (log_) log_->finish();
+    if (run_.main_rank) write_run_breakdown(o_.output_dir, breakdown_, validation_peak_);
+    if (history_ && run_.main_rank) history_->write_snapshot(o_.memory_snapshot);
+    const double total = std::chrono::duration<double>(Clock::now() - run_start_).count();
+    summary_.steps_done = meta_.step;
+    summary_.world_size = run_.world;
+    summary_.median_samples_per_s = median(throughput_);
+    summary_.data_wait_share = total > 0 ? (loader_.stats().wait_seconds - wait_at_start_) / total : 0;
+    return summary_;
+  }
 
-  const auto save = [&](const fs::path& path) { save_checkpoint(path, step, meta); };
-  for (int64_t s = meta.step; s < last_step; ++s) {
-    const double lr = lr_at(s, o.steps, o.step.optimizer.lr, o.schedule);
-    const data::Batch batch = loader.next();
+ private:
+  // One step, its output kept until the window is logged; out of memory ends the run with one line
+  // that says where (and, with --memory-snapshot, writes the allocator's history up to it).
+  void run_step(const data::Batch& batch, double lr, int64_t s) {
     try {
-      pending.push_back(step.run(batch, lr, s));
+      pending_.push_back(step_.run(batch, lr, s));
     } catch (const std::exception& e) {
       if (!memory::is_oom(e)) throw;
-      std::string line = out_of_memory_line(e, tracker, step, batch, s + 1);
-      if (history && main_rank) {
-        history->write_snapshot(o.memory_snapshot);
-        line += "; the allocator's history up to it is in " + o.memory_snapshot.string();
+      std::string line = out_of_memory_line(e, tracker_, step_, batch, s + 1);
+      if (history_ && run_.main_rank) {
+        history_->write_snapshot(o_.memory_snapshot);
+        line += "; the allocator's history up to it is in " + o_.memory_snapshot.string();
       } else if (memory::MemoryHistoryRecorder::available()) {
         line += " (--memory-snapshot FILE records the allocator's history up to the failure)";
       }
       throw BudgetError(line);
     }
-    pending_lr.push_back(lr);
-    meta.step = s + 1;
-    const bool validate_now = (o.validate_every > 0 && meta.step % o.validate_every == 0) || meta.step == o.steps;
-    const bool checkpoint_now =
-        validate_now || meta.step == last_step || (o.checkpoint_every > 0 && meta.step % o.checkpoint_every == 0);
-    if (static_cast<int64_t>(pending.size()) == o.log_every || checkpoint_now) {
-      sync(o.device);
-      const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
-      const double wait = loader.stats().wait_seconds;
-      auto profile = tracker.profile();
-      if (breakdown.is_null() || profile.peak_allocated > breakdown.value("peak_allocated", std::uint64_t{0}))
-        breakdown = step_breakdown(tracker, step, batch).to_json();
-      const Window window{seconds, wait - wait_at_window, static_cast<double>(o.batch * world), voxels};
-      for (const StepRecord& r : window_records(pending, pending_lr, meta.step, window, profile, comm)) {
-        if (log) log->step(r);
-        summary.final_loss = r.loss;
-        throughput.push_back(r.samples_per_s);
+  }
+
+  // Syncs the device and logs the window's steps (the job's numbers); keeps the breakdown of the
+  // window with the largest peak (`batch`: its last).
+  void log_window(const data::Batch& batch) {
+    sync(o_.device);
+    const double seconds = std::chrono::duration<double>(Clock::now() - window_start_).count();
+    const double wait = loader_.stats().wait_seconds;
+    auto profile = tracker_.profile();
+    if (breakdown_.is_null() || profile.peak_allocated > breakdown_.value("peak_allocated", std::uint64_t{0}))
+      breakdown_ = step_breakdown(tracker_, step_, batch).to_json();
+    const Window window{seconds, wait - wait_at_window_, static_cast<double>(o_.batch * run_.world), voxels_};
+    for (const StepRecord& r : window_records(pending_, pending_lr_, meta_.step, window, profile, comm_)) {
+      if (log_) log_->step(r);
+      summary_.final_loss = r.loss;
+      throughput_.push_back(r.samples_per_s);
+    }
+    summary_.peak_allocated = std::max<uint64_t>(summary_.peak_allocated, profile.peak_allocated);
+    summary_.peak_reserved = std::max<uint64_t>(summary_.peak_reserved, profile.peak_reserved);
+    pending_.clear();
+    pending_lr_.clear();
+  }
+
+  // Rank 0 validates (keeping best.pt) and saves last.pt where due; the ranks then agree on the
+  // best Dice.
+  void validate_and_save(bool validate_now, bool checkpoint_now) {
+    if (validate_now && run_.main_rank) {  // the weights are the same on every rank
+      const DiceSummary dice =
+          tracked_validation(step_, run_.plan, run_.split.validation, sw_, tracker_, validation_peak_);
+      const double mean = dice.mean;
+      log_->validation(meta_.step, mean, dice.per_class);
+      summary_.last_dice_per_class = dice.per_class;
+      if (!std::isnan(mean) && mean > meta_.best_dice) {
+        meta_.best_dice = mean;
+        save_checkpoint(o_.output_dir / "best.pt", step_, meta_);
       }
-      summary.peak_allocated = std::max<uint64_t>(summary.peak_allocated, profile.peak_allocated);
-      summary.peak_reserved = std::max<uint64_t>(summary.peak_reserved, profile.peak_reserved);
-      pending.clear();
-      pending_lr.clear();
-      if (validate_now && main_rank) {  // the weights are the same on every rank
-        const DiceSummary dice = tracked_validation(step, plan, split.validation, sw, tracker, validation_peak);
-        const double mean = dice.mean;
-        log->validation(meta.step, mean, dice.per_class);
-        summary.last_dice_per_class = dice.per_class;
-        if (!std::isnan(mean) && mean > meta.best_dice) {
-          meta.best_dice = mean;
-          save(ckpt_best);
-        }
-        summary.best_dice = meta.best_dice;
-      }
-      if (checkpoint_now && main_rank) save(ckpt_last);
-      if (comm && (validate_now || checkpoint_now)) {
-        comm->barrier();
-        summary.best_dice = meta.best_dice = comm->max(meta.best_dice);
-      }
-      tracker.reset();
-      window_start = Clock::now();
-      wait_at_window = loader.stats().wait_seconds;
+      summary_.best_dice = meta_.best_dice;
+    }
+    if (checkpoint_now && run_.main_rank) save_checkpoint(o_.output_dir / "last.pt", step_, meta_);
+    if (comm_ && (validate_now || checkpoint_now)) {
+      comm_->barrier();
+      summary_.best_dice = meta_.best_dice = comm_->max(meta_.best_dice);
     }
   }
-  if (log) log->finish();
-  if (main_rank) write_run_breakdown(o.output_dir, breakdown, validation_peak);
-  if (history && main_rank) history->write_snapshot(o.memory_snapshot);
-  const double total = std::chrono::duration<double>(Clock::now() - run_start).count();
-  summary.steps_done = meta.step;
-  summary.world_size = world;
-  summary.median_samples_per_s = median(throughput);
-  summary.data_wait_share = total > 0 ? (loader.stats().wait_seconds - wait_at_start) / total : 0;
-  return summary;
+
+  // Starts the next window's peaks, clock and loader wait.
+  void start_window() {
+    tracker_.reset();
+    window_start_ = Clock::now();
+    wait_at_window_ = loader_.stats().wait_seconds;
+  }
+
+  const TrainOptions& o_;
+  const RunSetup& run_;
+  TrainStep& step_;
+  data::PatchLoader& loader_;
+  memory::MemoryTracker& tracker_;
+  memory::MemoryHistoryRecorder* history_;
+  dist::Communicator* comm_;
+  CheckpointMeta& meta_;
+  SlidingWindowOptions sw_;
+  std::optional<RunLog> log_;
+  TrainSummary summary_;
+  int64_t last_step_ = 0;
+  double voxels_ = 0;
+  std::vector<StepOutput> pending_;
+  std::vector<double> pending_lr_, throughput_;
+  Clock::time_point window_start_, run_start_;
+  double wait_at_window_ = 0, wait_at_start_ = 0;
+  nlohmann::json breakdown_;  // of the window with the largest peak
+  std::uint64_t validation_peak_ = 0;
+};
+
+}  // namespace
+
+// The run's steps: check the options, describe the run (plan, split, config), build the budget,
+// tracker and step, open the run folder (or resume), join the ranks, make the loader, loop, finish.
+TrainSummary train_model(const TrainOptions& o, dist::Communicator* comm) {
+  check_options(o);
+  RunSetup run = describe_run(o, comm);
+
+  memory::ScopedBudget budget(o.budget, o.device);
+  memory::MemoryTracker tracker(o.device);
+  std::unique_ptr<memory::MemoryHistoryRecorder> history;
+  if (!o.memory_snapshot.empty()) history = std::make_unique<memory::MemoryHistoryRecorder>();
+  TrainStep step = build_step(o, run.context, comm, tracker);
+  tracker.watch_parameters(step.trainable_parameters());
+  CheckpointMeta meta = open_run(o, run.config, run.split, step, run.main_rank);
+  const auto grad_sync = join_ranks(step, comm);
+
+  if (run.split.validation.empty()) run.split.validation = run.split.train;  // one case: validate on it
+  data::PatchLoader loader(o.cache_dir, run.split.train, loader_options(o, run.context.patch, meta.step, comm));
+  TrainingLoop loop(o, run, step, loader, tracker, history.get(), comm, meta);
+  loop.run();
+  return loop.finish();
 }
 
 }  // namespace voxfit::train

@@ -13,7 +13,7 @@ torch::Tensor uniform_logits(int64_t batch = 1) { return torch::zeros({batch, 2,
 
 TEST(Losses, UniformPredictionHandComputed) {
   const auto target = torch::tensor({0, 1}, torch::kLong).view({1, 1, 2});
-  DiceCeOptions o;
+  LossOptions o;
   // class 1: intersect 0.5, sum_pred 1, sum_gt 1 -> (1 + s) / (2 + s)
   const double s = o.smooth;
   const double dice1 = (1.0 + s) / (2.0 + s);
@@ -26,7 +26,7 @@ TEST(Losses, UniformPredictionHandComputed) {
 TEST(Losses, ConfidentCorrectPredictionIsNearMinusOne) {
   const auto target = torch::tensor({0, 1}, torch::kLong).view({1, 1, 2});
   const auto logits = torch::tensor({20.f, -20.f, -20.f, 20.f}).view({1, 2, 2});
-  DiceCeOptions o;
+  LossOptions o;
   EXPECT_NEAR(dice_ce_loss(logits, target, o).item<double>(), -1.0, 1e-5);
   const auto wrong = -logits;
   EXPECT_GT(dice_ce_loss(wrong, target, o).item<double>(), 39.0);  // CE ~ 40, Dice ~ 0
@@ -35,7 +35,7 @@ TEST(Losses, ConfidentCorrectPredictionIsNearMinusOne) {
 TEST(Losses, BatchDiceDiffersFromPerSampleDiceAsHandComputed) {
   // sample 0: [0, 1]; sample 1: [0, 0] (no foreground)
   const auto target = torch::tensor({0, 1, 0, 0}, torch::kLong).view({2, 1, 2});
-  DiceCeOptions o;
+  LossOptions o;
   const double s = o.smooth;
   const double per_sample = ((1.0 + s) / (2.0 + s) + s / (1.0 + s)) / 2.0;
   EXPECT_NEAR(soft_dice_loss(uniform_logits(2), target, o).item<double>(), -per_sample, 1e-6);
@@ -45,7 +45,7 @@ TEST(Losses, BatchDiceDiffersFromPerSampleDiceAsHandComputed) {
 
 TEST(Losses, HalfLogitsGiveAFloat32Loss) {
   const auto target = torch::tensor({0, 1}, torch::kLong).view({1, 1, 2});
-  const auto loss = dice_ce_loss(uniform_logits().to(torch::kBFloat16), target, DiceCeOptions{});
+  const auto loss = dice_ce_loss(uniform_logits().to(torch::kBFloat16), target, LossOptions{});
   EXPECT_EQ(loss.scalar_type(), torch::kFloat);
 }
 
@@ -66,7 +66,7 @@ TEST(Losses, DeepSupervisionCombinesResizedTargets) {
   const auto full = torch::randn({2, 3, 8, 8, 8});
   const auto half = torch::randn({2, 3, 4, 4, 4});
   const auto quarter = torch::randn({2, 3, 2, 2, 2});
-  DiceCeOptions o;
+  LossOptions o;
   const auto half_target =
       target.index({torch::indexing::Slice(), torch::indexing::Slice(), torch::indexing::Slice(0, 8, 2),
                     torch::indexing::Slice(0, 8, 2), torch::indexing::Slice(0, 8, 2)});
@@ -84,7 +84,7 @@ TEST(Losses, ChannelsLastLogitsGiveTheSameLossAndGradient) {
   const auto values = torch::randn({2, 4, 3, 4, 5});
   for (const bool batch_dice : {false, true}) {
     for (const bool background : {false, true}) {
-      DiceCeOptions o;
+      LossOptions o;
       o.batch_dice = batch_dice;
       o.include_background = background;
       auto ref = values.clone().requires_grad_();

@@ -21,7 +21,7 @@ namespace voxfit::train {
 
 struct StepOptions {
   Precision precision = Precision::kFp32;
-  DiceCeOptions loss;
+  LossOptions loss;  ///< the registered loss (train/losses.h) and its settings
   OptimizerOptions optimizer;
   LossScalerOptions scaler;    ///< `enabled` is set from the precision
   bool channels_last = false;  ///< inputs in ChannelsLast3d (build the network with ModelContext::channels_last too)
