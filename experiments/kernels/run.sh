@@ -24,7 +24,7 @@ fi
 [ -d "$work/cache" ] || prepare_ct14 "$out/prepare.log" || exit 1
 table="$out/kernels.md"
 {
-  echo "| model | batch | variant | samples/s | loader wait | peak reserved |"
+  echo "| model | batch | variant | samples/s | loader wait after the first batch | peak reserved |"
   echo "|---|---:|---|---:|---:|---:|"
 } >"$table"
 for m in ${MODELS:-unetr}; do

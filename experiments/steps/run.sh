@@ -23,7 +23,7 @@ for m in unetr swin_unetr unet3d; do
     rm -rf "$work/steps_${m}_$p"
     "$vf" train --dataset "$work/cache" --model $m --batch 2 --precision $p --steps "$steps" --log-every 5 \
       --loader-threads 8 --output "$work/steps_${m}_$p" >"$out/train_${m}_$p.log" 2>&1 || tail -2 "$out/train_${m}_$p.log"
-    # "trained N steps: loss L, best validation Dice D, median S samples/s, loader wait W, peak A allocated / R reserved"
+    # "trained N steps: loss L, best validation Dice D, median S samples/s, loader wait W after the first batch (T s), peak A allocated / R reserved"
     sed -nE "s/^trained .* median ([0-9.]+) samples\/s.*peak (.*) allocated \/ (.*) reserved$/| $m | $p | 2 | \1 | \2 | \3 |/p" \
       "$out/train_${m}_$p.log" >>"$table"
   done

@@ -138,9 +138,10 @@ int cmd_train(const Args& args) {
                 static_cast<long long>(o.batch));
   std::printf(
       "trained %lld steps: loss %.4f, best validation Dice %.4f, median %.2f samples/s, "
-      "loader wait %.1f%%, peak %s allocated / %s reserved\n",
+      "loader wait %.1f%% after the first batch (%.2f s), peak %s allocated / %s reserved\n",
       static_cast<long long>(s.steps_done), s.final_loss, s.best_dice, s.median_samples_per_s,
-      100.0 * s.data_wait_share, format_bytes(s.peak_allocated).c_str(), format_bytes(s.peak_reserved).c_str());
+      100.0 * s.data_wait_share, s.first_batch_wait_s, format_bytes(s.peak_allocated).c_str(),
+      format_bytes(s.peak_reserved).c_str());
   return 0;
 }
 

@@ -148,7 +148,8 @@ bool parse_command(CommandSpec& spec, const std::vector<std::string>& args, po::
       "kernels", po::value<std::string>()->default_value("fused")->value_name("MODE"),
       "fused: voxfit's CUDA kernels where they apply (instance norm + activation + residual on CUDA "
       "tensors of a CUDA build; batch norm folded into cuDNN's fused convolution + bias + ReLU for "
-      "CUDA inference), LibTorch's operators elsewhere; aten: LibTorch's operators everywhere, the "
+      "CUDA inference; on every device SwinUNETR's window moves as gathers and no conv bias an instance norm "
+      "cancels), LibTorch's operators elsewhere; aten: LibTorch's operators everywhere, the "
       "reference path")("lean-decoders", po::value<std::string>()->default_value("off")->value_name("on|off"),
                         "with --kernels fused on CUDA: decoders keep their upsampled input and skip for backward, not "
                         "the concatenation of the two (the same arithmetic; on an H100 6-20% less memory for UNETR / "

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "voxfit/core/error.h"
+#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/models/attention.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
@@ -55,7 +56,69 @@ std::vector<int64_t> axis_regions(int64_t length, int64_t window, int64_t shift)
 
 torch::Tensor axis_tensor(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); }
 
+// out[:, p] = in[:, gather[p]] with the rows `zero` set to 0, and the gradient the other way
+// round: grad_in[:, t] = grad_out[:, back_gather[t]] with the rows `back_zero` set to 0.
+class WindowMove : public torch::autograd::Function<WindowMove> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& in,
+                                                const torch::Tensor& gather, const torch::Tensor& zero,
+                                                const torch::Tensor& back_gather, const torch::Tensor& back_zero) {
+    ctx->save_for_backward({back_gather, back_zero});
+    return {move(in, gather, zero)};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    return {move(grads[0], saved[0], saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+  static torch::Tensor move(const torch::Tensor& in, const torch::Tensor& gather, const torch::Tensor& zero) {
+    auto out = in.index_select(1, gather);
+    if (zero.numel() > 0) out.index_fill_(1, zero, 0);
+    return out;
+  }
+};
+
 }  // namespace
+
+WindowOrder window_order(const Size3& size, const Size3& window, const Size3& shift, const torch::Device& device) {
+  Size3 padded;
+  for (int i = 0; i < 3; ++i) padded[i] = size[i] + (window[i] - size[i] % window[i]) % window[i];
+  const Size3 grid = {padded[0] / window[0], padded[1] / window[1], padded[2] / window[2]};
+  const int64_t n = volume(window), positions = volume(padded);
+  std::vector<int64_t> source(positions), padding, window_of(volume(size));
+  for (int64_t p = 0; p < positions; ++p) {
+    const int64_t win = p / n, in = p % n;
+    const Size3 cell = {win / (grid[1] * grid[2]), win / grid[2] % grid[1], win % grid[2]};
+    const Size3 offset = {in / (window[1] * window[2]), in / window[2] % window[1], in % window[2]};
+    Size3 q;  // the padded map's coordinate that roll(-shift) brings to this position
+    bool pad = false;
+    for (int i = 0; i < 3; ++i) {
+      q[i] = (cell[i] * window[i] + offset[i] + shift[i]) % padded[i];
+      pad = pad || q[i] >= size[i];
+    }
+    if (pad) {
+      source[p] = 0;
+      padding.push_back(p);
+      continue;
+    }
+    const int64_t t = (q[0] * size[1] + q[1]) * size[2] + q[2];
+    source[p] = t;
+    window_of[t] = p;
+  }
+  return {axis_tensor(source).to(device), axis_tensor(padding).to(device), axis_tensor(window_of).to(device)};
+}
+
+// A padding position takes no token, and its output is cropped away: its gradient is zero.
+torch::Tensor to_windows(const torch::Tensor& tokens, const WindowOrder& order) {
+  const torch::Tensor none = torch::empty({0}, order.source.options());
+  return WindowMove::apply(tokens, order.source, order.padding, order.window_of, none)[0];
+}
+
+torch::Tensor from_windows(const torch::Tensor& windows, const WindowOrder& order) {
+  const torch::Tensor none = torch::empty({0}, order.source.options());
+  return WindowMove::apply(windows, order.window_of, none, order.source, order.padding)[0];
+}
 
 torch::Tensor shifted_window_mask(const Size3& padded, const Size3& window, const Size3& shift,
                                   const torch::Device& device) {
@@ -130,16 +193,26 @@ torch::Tensor SwinBlockImpl::forward(const torch::Tensor& x, const torch::Tensor
     pad[i] = (w[i] - size[i] % w[i]) % w[i];
     padded[i] = size[i] + pad[i];
   }
-  auto y = norm1_(x);
-  const bool padding = pad[0] > 0 || pad[1] > 0 || pad[2] > 0;
-  if (padding) y = torch::constant_pad_nd(y, {0, 0, 0, pad[2], 0, pad[1], 0, pad[0]});
+  const auto y = norm1_(x);
   const bool shifted = s[0] > 0 || s[1] > 0 || s[2] > 0;
-  if (shifted) y = torch::roll(y, {-s[0], -s[1], -s[2]}, {1, 2, 3});
-  auto windows = attn_(window_partition(y, w), shifted ? mask : torch::Tensor());
-  y = window_reverse(windows.view({-1, w[0], w[1], w[2], c}), w, b, padded);
-  if (shifted) y = torch::roll(y, {s[0], s[1], s[2]}, {1, 2, 3});
-  if (padding) y = y.index({Slice(), Slice(0, size[0]), Slice(0, size[1]), Slice(0, size[2])}).contiguous();
-  const auto h = x + y;
+  const torch::Tensor shift_mask = shifted ? mask : torch::Tensor();
+  torch::Tensor attended;
+  if (kernels::kernel_mode() == kernels::KernelMode::kFused) {  // one gather each way
+    auto order = orders_.find(size);
+    if (order == orders_.end() || order->second.source.device() != x.device())
+      order = orders_.insert_or_assign(size, window_order(size, w, s, x.device())).first;
+    const auto windows = to_windows(y.reshape({b, -1, c}), order->second).view({-1, volume(w), c});
+    attended = from_windows(attn_(windows, shift_mask).view({b, -1, c}), order->second).view(x.sizes());
+  } else {  // the reference: MONAI's pad, roll, window partition and back
+    const bool padding = pad[0] > 0 || pad[1] > 0 || pad[2] > 0;
+    auto t = padding ? torch::constant_pad_nd(y, {0, 0, 0, pad[2], 0, pad[1], 0, pad[0]}) : y;
+    if (shifted) t = torch::roll(t, {-s[0], -s[1], -s[2]}, {1, 2, 3});
+    const auto windows = attn_(window_partition(t, w), shift_mask);
+    t = window_reverse(windows.view({-1, w[0], w[1], w[2], c}), w, b, padded);
+    if (shifted) t = torch::roll(t, {s[0], s[1], s[2]}, {1, 2, 3});
+    attended = padding ? t.index({Slice(), Slice(0, size[0]), Slice(0, size[1]), Slice(0, size[2])}).contiguous() : t;
+  }
+  const auto h = x + attended;
   return h + mlp_(norm2_(h));
 }
 

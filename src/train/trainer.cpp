@@ -345,7 +345,7 @@ class TrainingLoop {
     last_step_ = o.stop_after > 0 ? std::min(o.steps, o.stop_after) : o.steps;
     voxels_ = static_cast<double>(run.context.patch[0] * run.context.patch[1] * run.context.patch[2]);
     window_start_ = Clock::now();
-    run_start_ = window_start_;
+    steady_start_ = window_start_;
     wait_at_window_ = loader.stats().wait_seconds;
     wait_at_start_ = wait_at_window_;
     tracker.reset();
@@ -357,6 +357,11 @@ class TrainingLoop {
     for (int64_t s = meta_.step; s < last_step_; ++s) {
       const double lr = lr_at(s, o_.steps, o_.step.optimizer.lr, o_.schedule);
       const data::Batch batch = loader_.next();
+      if (s == meta_.step) {  // the queue's first fill, which no loader speed avoids
+        steady_start_ = Clock::now();
+        wait_at_steady_ = loader_.stats().wait_seconds;
+        summary_.first_batch_wait_s = wait_at_steady_ - wait_at_start_;
+      }
       run_step(batch, lr, s);
       pending_lr_.push_back(lr);
       meta_.step = s + 1;
@@ -378,11 +383,11 @@ class TrainingLoop {
     if (log_) log_->finish();
     if (run_.main_rank) write_run_breakdown(o_.output_dir, breakdown_, validation_peak_);
     if (history_ && run_.main_rank) history_->write_snapshot(o_.memory_snapshot);
-    const double total = std::chrono::duration<double>(Clock::now() - run_start_).count();
+    const double total = std::chrono::duration<double>(Clock::now() - steady_start_).count();
     summary_.steps_done = meta_.step;
     summary_.world_size = run_.world;
     summary_.median_samples_per_s = median(throughput_);
-    summary_.data_wait_share = total > 0 ? (loader_.stats().wait_seconds - wait_at_start_) / total : 0;
+    summary_.data_wait_share = total > 0 ? (loader_.stats().wait_seconds - wait_at_steady_) / total : 0;
     return summary_;
   }
 
@@ -470,8 +475,8 @@ class TrainingLoop {
   double voxels_ = 0;
   std::vector<StepOutput> pending_;
   std::vector<double> pending_lr_, throughput_;
-  Clock::time_point window_start_, run_start_;
-  double wait_at_window_ = 0, wait_at_start_ = 0;
+  Clock::time_point window_start_, steady_start_;
+  double wait_at_window_ = 0, wait_at_start_ = 0, wait_at_steady_ = 0;
   nlohmann::json breakdown_;  // of the window with the largest peak
   std::uint64_t validation_peak_ = 0;
 };

@@ -16,7 +16,8 @@ KernelMode parse_kernel_mode(const std::string& text, const std::string& what = 
 std::string to_string(KernelMode mode);
 
 /// The process-wide choice (as torch.backends.cudnn.enabled is): kFused unless set (it falls back to
-/// ATen wherever the fused kernels do not apply, so on the CPU both modes run the same operators).
+/// ATen wherever the fused kernels do not apply). On every device it also selects the models'
+/// cheaper equivalents (models::norm_cancels_conv_bias, SwinUNETR's to_windows).
 KernelMode kernel_mode();
 void set_kernel_mode(KernelMode mode);
 

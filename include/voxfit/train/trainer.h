@@ -47,7 +47,9 @@ struct TrainSummary {
   std::vector<double> last_dice_per_class;
   double median_samples_per_s = 0;  ///< of the global batch
   std::int64_t world_size = 1;
-  double data_wait_share = 0;  ///< loader wait / wall time over the run
+  /// Loader wait / wall time from the first batch on (the loader keeping up with the steps).
+  double data_wait_share = 0;
+  double first_batch_wait_s = 0;  ///< the wait for the first batch (the workers' first fill)
   std::uint64_t peak_allocated = 0;
   std::uint64_t peak_reserved = 0;
 };

@@ -31,6 +31,22 @@ std::pair<Size3, Size3> window_and_shift(const Size3& size, const Size3& window,
 torch::Tensor shifted_window_mask(const Size3& padded, const Size3& window, const Size3& shift,
                                   const torch::Device& device);
 
+/// Where each token goes between a [B, D, H, W, C] map and its windows [B * windows, n, C] (zero
+/// padding to whole windows, the cyclic shift by -shift, windows in raster order), as index lists
+/// on the map's device: for window position p, `source[p]` is the map's token (row-major over
+/// D, H, W) or 0 for a padding position (listed in `padding`); `window_of[t]` is token t's window
+/// position. Both moves are then one gather each, forward and backward.
+struct WindowOrder {
+  torch::Tensor source, padding, window_of;
+};
+WindowOrder window_order(const Size3& size, const Size3& window, const Size3& shift, const torch::Device& device);
+
+/// [B, D*H*W, C] -> [B, windows * n, C] in the order of `order` (padding positions zero), and
+/// back; each is the other's gradient. The same values as MONAI's pad, roll and window partition
+/// (and window reverse, roll back and crop), two copies instead of six a block and direction.
+torch::Tensor to_windows(const torch::Tensor& tokens, const WindowOrder& order);
+torch::Tensor from_windows(const torch::Tensor& windows, const WindowOrder& order);
+
 /// Window attention with a learned relative position bias ((2w-1)^3 x heads table).
 class WindowAttentionImpl : public torch::nn::Module {
  public:
@@ -56,6 +72,9 @@ class SwinBlockImpl : public torch::nn::Module {
 
  private:
   Size3 window_, shift_;
+  /// window_order of the input sizes seen (built once per size and device, so a CUDA graph
+  /// capture finds them on the device).
+  std::map<Size3, WindowOrder> orders_;
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   WindowAttention attn_{nullptr};
   Mlp mlp_{nullptr};
