@@ -1,5 +1,6 @@
 # voxfit_module(NAME [PUBLIC deps...] [PRIVATE deps...] [EXCLUDE files...])
-# Builds src/NAME/*.cpp into the static library voxfit_NAME (alias voxfit::NAME).
+# Builds src/NAME/**/*.cpp (subfolders included: src/models/{nets,blocks} mirror the headers) into
+# the static library voxfit_NAME (alias voxfit::NAME). EXCLUDE names files relative to src/NAME.
 # Files named *_cuda.cpp are compiled only against a CUDA LibTorch.
 
 # Every torch-using target reuses one precompiled <torch/torch.h> (about 30 s saved a file on 2 cores).
@@ -30,7 +31,7 @@ endfunction()
 function(voxfit_module name)
   cmake_parse_arguments(M "" "" "PUBLIC;PRIVATE;EXCLUDE" ${ARGN})
   set(srcs)
-  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
   foreach(f ${M_EXCLUDE})
     list(REMOVE_ITEM srcs ${PROJECT_SOURCE_DIR}/src/${name}/${f})
   endforeach()

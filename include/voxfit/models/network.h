@@ -92,12 +92,16 @@ struct ModelEntry {
   /// training step (UNet3D: convolutions and instance norms only, +12% on an H100; the transformer
   /// networks lose, docs/performance-notes.md 22 and 24).
   bool channels_last_on_cuda = false;
+  /// Position in registry() and `voxfit models` (ascending, ties by name): unet3d 10, unetr 20,
+  /// swin_unetr 30, resnet50 40, vit_base_patch16_224 50; a network that sets none lists after them.
+  int listing_order = 100;
 };
 
 /// The layout of `entry` on `device` for `--channels-last` auto (nullopt), on or off.
 bool resolve_channels_last(const ModelEntry& entry, std::optional<bool> requested, const torch::Device& device);
 
-/// Every network, in the order `voxfit models` lists them.
+/// Every network of src/models/nets/ (each file's entry, listed by CMake at configure time), in
+/// the order `voxfit models` lists them (ModelEntry::listing_order).
 const std::vector<ModelEntry>& registry();
 /// The entry of `name`; throws ConfigError listing the known names.
 const ModelEntry& find_model(const std::string& name);

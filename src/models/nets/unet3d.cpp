@@ -10,6 +10,8 @@
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
 
+#include "../registry_support.h"
+
 namespace voxfit::models {
 
 namespace nn = torch::nn;
@@ -102,6 +104,45 @@ std::vector<std::vector<int64_t>> UNet3DImpl::output_shapes(const std::vector<in
   for (int64_t level = 0; level < count; ++level)
     shapes.push_back({in[0], options_.num_classes(), in[2] >> level, in[3] >> level, in[4] >> level});
   return shapes;
+}
+
+// This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
+// (generated voxfit_model_entries.h); the helpers are in registry_support.h.
+ModelEntry unet3d_entry() {
+  using detail::Params;
+  using detail::text;
+  const UNet3DOptions d;
+  ModelEntry e{
+      "unet3d",
+      "nnU-Net v2 3d_fullres PlainConvUNet (32-64-128-256-320-320, deep supervision)",
+      TaskKind::kSegmentation3d,
+      {{"stages", text(d.stages()), "resolution stages of the UNet (input divisible by 2^(stages-1))"},
+       {"base_features", text(d.base_features()), "features of the first UNet stage, doubled per stage"},
+       {"max_features", text(d.max_features()), "cap on the UNet's features per stage"},
+       {"convs_per_stage", text(d.convs_per_stage()), "conv-norm-LeakyReLU units per UNet stage"},
+       {"deep_supervision", text(d.deep_supervision()), "UNet returns every decoder stage's logits while training"},
+       {"norm_name", d.norm(), "normalisation: instance, instance_affine, batch or none"}},
+      nullptr,
+      ModelContext{},
+      31205254};
+  const auto declared = e.params;
+  e.make = [declared](const ModelContext& ctx) -> Network {
+    const Params p("unet3d", declared, ctx);
+    return std::make_shared<UNet3DImpl>(UNet3DOptions()
+                                            .in_channels(ctx.in_channels)
+                                            .num_classes(ctx.num_classes)
+                                            .stages(p.integer("stages", 2))
+                                            .base_features(p.integer("base_features"))
+                                            .max_features(p.integer("max_features"))
+                                            .convs_per_stage(p.integer("convs_per_stage"))
+                                            .deep_supervision(p.flag("deep_supervision"))
+                                            .norm(p.norm("norm_name"))
+                                            .checkpoint(ctx.checkpoint)
+                                            .channels_last(ctx.channels_last));
+  };
+  e.channels_last_on_cuda = true;
+  e.listing_order = 10;
+  return e;
 }
 
 }  // namespace voxfit::models

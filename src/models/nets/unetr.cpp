@@ -8,6 +8,8 @@
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
 
+#include "../registry_support.h"
+
 namespace voxfit::models {
 
 namespace nn = torch::nn;
@@ -129,6 +131,49 @@ std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
 std::vector<std::vector<int64_t>> UNETRImpl::output_shapes(const std::vector<int64_t>& in) {
   check_input(in);
   return {{in[0], options_.num_classes(), in[2], in[3], in[4]}};
+}
+
+// This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
+// (generated voxfit_model_entries.h); the helpers are in registry_support.h.
+ModelEntry unetr_entry() {
+  using detail::Params;
+  using detail::text;
+  const UNETROptions d;
+  ModelEntry e{"unetr",
+               "UNETR (MONAI 1.3): ViT-B encoder on 16^3 patches, conv decoder, feature size 16",
+               TaskKind::kSegmentation3d,
+               {{"feature_size", text(d.feature_size()), "decoder / embedding width of the net"},
+                {"hidden_size", text(d.hidden_size()), "transformer token width"},
+                {"mlp_dim", text(d.mlp_dim()), "transformer MLP width"},
+                {"num_heads", text(d.num_heads()), "attention heads (per stage for swin_unetr)"},
+                {"num_layers", text(d.num_layers()), "transformer layers"},
+                {"qkv_bias", text(d.qkv_bias()), "bias on the attention q/k/v projection"},
+                {"norm_name", d.norm(), "normalisation: instance, instance_affine, batch or none"},
+                {"res_block", text(d.res_block()), "residual (true) or plain decoder conv blocks"}},
+               nullptr,
+               ModelContext{},
+               92784046};
+  const auto declared = e.params;
+  e.make = [declared](const ModelContext& ctx) -> Network {
+    const Params p("unetr", declared, ctx);
+    return std::make_shared<UNETRImpl>(UNETROptions()
+                                           .in_channels(ctx.in_channels)
+                                           .num_classes(ctx.num_classes)
+                                           .img_size(ctx.patch)
+                                           .feature_size(p.integer("feature_size"))
+                                           .hidden_size(p.integer("hidden_size"))
+                                           .mlp_dim(p.integer("mlp_dim"))
+                                           .num_heads(p.integer("num_heads"))
+                                           .num_layers(p.integer("num_layers"))
+                                           .qkv_bias(p.flag("qkv_bias"))
+                                           .norm(p.norm("norm_name"))
+                                           .res_block(p.flag("res_block"))
+                                           .attention(ctx.attention)
+                                           .checkpoint(ctx.checkpoint)
+                                           .channels_last(ctx.channels_last));
+  };
+  e.listing_order = 20;
+  return e;
 }
 
 }  // namespace voxfit::models

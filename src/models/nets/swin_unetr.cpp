@@ -8,6 +8,8 @@
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
 
+#include "../registry_support.h"
+
 namespace voxfit::models {
 
 namespace {
@@ -100,6 +102,50 @@ std::vector<torch::Tensor> SwinUNETRImpl::forward(const torch::Tensor& input) {
 std::vector<std::vector<int64_t>> SwinUNETRImpl::output_shapes(const std::vector<int64_t>& in) {
   check_input(in);
   return {{in[0], options_.num_classes(), in[2], in[3], in[4]}};
+}
+
+// This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
+// (generated voxfit_model_entries.h); the helpers are in registry_support.h.
+ModelEntry swin_unetr_entry() {
+  using detail::Params;
+  using detail::text;
+  const SwinUNETROptions d;
+  ModelEntry e{"swin_unetr",
+               "Swin UNETR (MONAI 1.3): Swin-T encoder (patch 2, window 7), conv decoder, feature size 48",
+               TaskKind::kSegmentation3d,
+               {{"feature_size", text(d.feature_size()), "decoder / embedding width of the net"},
+                {"depths", text(d.depths()), "Swin blocks per stage (4 stages)"},
+                {"num_heads", text(d.num_heads()), "attention heads (per stage for swin_unetr)"},
+                {"window_size", text(d.window_size()), "Swin attention window (cubic)"},
+                {"mlp_ratio", text(d.mlp_ratio()), "Swin MLP width over channel width"},
+                {"qkv_bias", text(d.qkv_bias()), "bias on the attention q/k/v projection"},
+                {"normalize_hidden", text(d.normalize()), "layer-normalise the Swin hidden states fed to the decoder"},
+                {"use_v2", text(d.use_v2()), "SwinUNETR-v2: a residual conv block before each Swin stage"},
+                {"norm_name", d.norm(), "normalisation: instance, instance_affine, batch or none"}},
+               nullptr,
+               ModelContext{},
+               62187296};
+  const auto declared = e.params;
+  e.make = [declared](const ModelContext& ctx) -> Network {
+    const Params p("swin_unetr", declared, ctx);
+    return std::make_shared<SwinUNETRImpl>(SwinUNETROptions()
+                                               .in_channels(ctx.in_channels)
+                                               .num_classes(ctx.num_classes)
+                                               .feature_size(p.integer("feature_size"))
+                                               .depths(p.integers("depths"))
+                                               .num_heads(p.integers("num_heads"))
+                                               .window_size(p.integer("window_size"))
+                                               .mlp_ratio(p.real("mlp_ratio"))
+                                               .qkv_bias(p.flag("qkv_bias"))
+                                               .normalize(p.flag("normalize_hidden"))
+                                               .use_v2(p.flag("use_v2"))
+                                               .norm(p.norm("norm_name"))
+                                               .attention(ctx.attention)
+                                               .checkpoint(ctx.checkpoint)
+                                               .channels_last(ctx.channels_last));
+  };
+  e.listing_order = 30;
+  return e;
 }
 
 }  // namespace voxfit::models

@@ -1,0 +1,116 @@
+#pragma once
+// What a network's registry entry is written with (internal to src/models): each
+// src/models/nets/S.cpp defines `ModelEntry S_entry()` beside its network, and CMake lists every
+// such file in the generated voxfit_model_entries.h that registry() reads. The entry declares its
+// settable parameters with defaults taken from its options struct (one source of truth, text()) and
+// maps a ModelContext onto those options (Params).
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "voxfit/core/error.h"
+#include "voxfit/core/units.h"
+#include "voxfit/models/blocks/layers.h"
+#include "voxfit/models/network.h"
+
+namespace voxfit::models::detail {
+
+/// A parameter default as `voxfit models` prints it and Params reads it back.
+inline std::string text(int64_t v) { return std::to_string(v); }
+inline std::string text(bool v) { return v ? "true" : "false"; }
+inline std::string text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+inline std::string text(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+/// "feature_size" -> "--feature-size".
+inline std::string option_name(const std::string& param) {
+  std::string s = "--" + param;
+  std::replace(s.begin(), s.end(), '_', '-');
+  return s;
+}
+
+/// The reference context of the 2D classifiers: 3 channels, 1000 classes, 224x224.
+inline ModelContext classification_context() {
+  ModelContext ctx;
+  ctx.in_channels = 3;
+  ctx.num_classes = 1000;
+  ctx.patch = {224, 224};
+  return ctx;
+}
+
+/// Typed reads of ModelContext::params (or the declared default); errors name the CLI option.
+class Params {
+ public:
+  Params(std::string model, std::vector<ModelParam> declared, const ModelContext& ctx)
+      : model_(std::move(model)), declared_(std::move(declared)), ctx_(ctx) {}
+
+  int64_t integer(const std::string& name, int64_t min = 1) const {
+    const std::string v = raw(name);
+    const auto out = to_integer(v);
+    if (!out) fail(name, v, "an integer");
+    if (*out < min) fail(name, v, "an integer >= " + std::to_string(min));
+    return *out;
+  }
+
+  double real(const std::string& name) const {
+    const std::string v = raw(name);
+    const auto out = to_number(v);
+    if (!out || !(*out > 0)) fail(name, v, "a positive number");
+    return *out;
+  }
+
+  bool flag(const std::string& name) const {
+    const std::string v = raw(name);
+    if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+    if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+    fail(name, v, "true or false");
+    return false;
+  }
+
+  std::vector<int64_t> integers(const std::string& name) const {
+    const std::string v = raw(name);
+    std::vector<int64_t> out;
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const auto x = to_integer(item);
+      if (!x || *x < 1) fail(name, v, "a comma-separated list of positive integers");
+      out.push_back(*x);
+    }
+    if (out.empty()) fail(name, v, "a comma-separated list of positive integers");
+    return out;
+  }
+
+  std::string norm(const std::string& name) const {
+    const std::string v = raw(name);
+    if (!is_norm_name(v)) fail(name, v, "instance, instance_affine, batch or none");
+    return v;
+  }
+
+ private:
+  std::string raw(const std::string& name) const {
+    const auto it = ctx_.params.find(name);
+    if (it != ctx_.params.end()) return it->second;
+    for (const auto& p : declared_)
+      if (p.name == name) return p.default_value;
+    throw ModelError(model_ + ": parameter '" + name + "' is not declared");  // a registry bug
+  }
+  [[noreturn]] void fail(const std::string& name, const std::string& value, const std::string& expected) const {
+    throw ConfigError(option_name(name) + " (" + model_ + "): expected " + expected + ", got '" + value + "'");
+  }
+
+  std::string model_;
+  std::vector<ModelParam> declared_;
+  const ModelContext& ctx_;
+};
+
+}  // namespace voxfit::models::detail
