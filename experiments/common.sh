@@ -11,9 +11,11 @@ ts=$PWD/tests/volumes/totalsegmentator
 work=${WORK:-/tmp/voxfit-work}
 mkdir -p "$work"
 
-# prepare_ct14 LOG: experiments/make-ct14-dataset.py, then `voxfit data prepare` at 1.5 mm into $work/cache.
+# prepare_ct14 LOG [SPACING CACHE]: experiments/make-ct14-dataset.py, then `voxfit data prepare` at
+# SPACING mm (default 1.5) into CACHE (default $work/cache). At 1.5 mm the CT is 60 voxels deep;
+# 128^3 patches need 1.0 mm (90 voxels).
 prepare_ct14() {
-  python3 experiments/make-ct14-dataset.py "$ts" "$work/ct14" >/dev/null || return 1
-  "$vf" data prepare "$work/ct14/dataset.json" --output "$work/cache" --spacing 1.5 -q >"$1" 2>&1 ||
+  [ -f "$work/ct14/dataset.json" ] || python3 experiments/make-ct14-dataset.py "$ts" "$work/ct14" >/dev/null || return 1
+  "$vf" data prepare "$work/ct14/dataset.json" --output "${3:-$work/cache}" --spacing "${2:-1.5}" -q >"$1" 2>&1 ||
     { cat "$1"; return 1; }
 }

@@ -10,6 +10,7 @@
 #            auto: on for unet3d on CUDA), lean (--lean-decoders on)
 #   TRAIN_ARGS extra `voxfit train` options for every run (e.g. "--deep-supervision false")
 #   TESTS    1 (default) runs the kernel tests first
+#   CACHE / SPACING  the prepared cache (default $work/cache at 1.5 mm, made if missing)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-/tmp/voxfit-kernels}
@@ -21,7 +22,8 @@ if [ "${TESTS:-1}" = 1 ]; then
   echo "kernel tests: exit $? ($(grep -cE '^\[       OK' "$out/kernel_tests.log") ok, $(grep -cE '^\[  FAILED' "$out/kernel_tests.log") failed lines)"
   grep -E "Failure|error|FAILED|SKIPPED" "$out/kernel_tests.log" | head -20
 fi
-[ -d "$work/cache" ] || prepare_ct14 "$out/prepare.log" || exit 1
+cache=${CACHE:-$work/cache}
+[ -d "$cache" ] || prepare_ct14 "$out/prepare.log" "${SPACING:-1.5}" "$cache" || exit 1
 table="$out/kernels.md"
 {
   echo "| model | batch | variant | samples/s | loader wait after the first batch | peak reserved |"
@@ -38,7 +40,7 @@ for m in ${MODELS:-unetr}; do
       [[ "+$v+" == *+lean+* ]] && args+=(--lean-decoders on)
       run="$work/k_${m}_${b}_$v"
       rm -rf "$run"
-      "$vf" train --dataset "$work/cache" --model "$m" --batch "$b" --precision fp16 --steps "${STEPS:-40}" \
+      "$vf" train --dataset "$cache" --model "$m" --batch "$b" --precision fp16 --steps "${STEPS:-40}" \
         --log-every 10 --loader-threads 12 "${args[@]}" ${TRAIN_ARGS:-} --output "$run" >"$out/train_${m}_${b}_$v.log" 2>&1 ||
         tail -2 "$out/train_${m}_${b}_$v.log"
       line=$(grep '^trained ' "$out/train_${m}_${b}_$v.log")
