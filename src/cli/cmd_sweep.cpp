@@ -163,9 +163,8 @@ sweep::SweepOptions sweep_options_from(const po::variables_map& vm) {
     const auto ctx = model_context_from(vm, m, /*only_own_params=*/true);
     o.model_params[m] = ctx.params;
     o.probe.model_context.attention = ctx.attention;
-    o.probe.model_context.channels_last = ctx.channels_last;
+    o.channels_last[m] = ctx.channels_last;
   }
-  o.probe.step.channels_last = o.probe.model_context.channels_last;
   o.max_batch = vm["max-batch"].as<int64_t>();
   o.throughput_table = !vm["no-throughput-table"].as<bool>();
   return o;

@@ -212,6 +212,9 @@ ProbeOptions point_probe(const SweepOptions& o, const data::Plan& plan, const st
   p.model_context.params.clear();
   const auto params = o.model_params.find(model);
   if (params != o.model_params.end()) p.model_context.params = params->second;
+  const auto layout = o.channels_last.find(model);
+  p.model_context.channels_last = layout != o.channels_last.end() && layout->second;
+  p.step.channels_last = p.model_context.channels_last;
   p.step.precision = precision;
   const auto optimizer = o.optimizers.find(model);
   p.step.optimizer = optimizer != o.optimizers.end()

@@ -78,6 +78,18 @@ TEST(Registry, ParameterDefaultsAreTheOptionsDefaults) {
   EXPECT_EQ(value("resnet50", "blocks_per_stage"), "3,4,6,3");
 }
 
+// `--channels-last auto`: each network's measured layout on CUDA (unet3d: channels-last), NCDHW on
+// the CPU; on and off win over it.
+TEST(Registry, ChannelsLastAutoIsPerNetworkAndOnlyOnCuda) {
+  const torch::Device cuda(torch::kCUDA, 0), cpu(torch::kCPU);
+  EXPECT_TRUE(resolve_channels_last(find_model("unet3d"), std::nullopt, cuda));
+  EXPECT_FALSE(resolve_channels_last(find_model("unet3d"), std::nullopt, cpu));
+  for (const char* name : {"unetr", "swin_unetr"})
+    EXPECT_FALSE(resolve_channels_last(find_model(name), std::nullopt, cuda)) << name;
+  EXPECT_TRUE(resolve_channels_last(find_model("unetr"), true, cpu));
+  EXPECT_FALSE(resolve_channels_last(find_model("unet3d"), false, cuda));
+}
+
 TEST(Registry, UnknownModelNamesTheKnownOnes) {
   try {
     find_model("unet");

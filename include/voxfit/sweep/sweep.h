@@ -33,6 +33,9 @@ struct SweepOptions {
   bool throughput_table = true;  ///< also time powers of two below the maximum
   /// Model parameters per model name (e.g. unet3d: stages=5), applied where the model has them.
   std::map<std::string, std::map<std::string, std::string>> model_params;
+  /// The memory layout per model name (`--channels-last` as each network resolves it: auto is
+  /// per network); a model not listed runs NCDHW.
+  std::map<std::string, bool> channels_last;
   /// The optimiser per model name, as the run options resolve it (the user's --optimizer, --lr,
   /// ... over each network's default); a model not listed trains with its default.
   std::map<std::string, train::OptimizerOptions> optimizers;
