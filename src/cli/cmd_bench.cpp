@@ -18,12 +18,6 @@ namespace {
 
 const std::string kWhere = "voxfit bench: ";
 
-std::optional<bool> parse_auto_on_off(const std::string& value, const std::string& option) {
-  if (value == "auto") return std::nullopt;
-  if (value == "on" || value == "off") return value == "on";
-  throw ConfigError(kWhere + "--" + option + ": expected auto, on or off, got '" + value + "'");
-}
-
 }  // namespace
 
 int cmd_bench(const Args& args) {
@@ -81,7 +75,7 @@ int cmd_bench(const Args& args) {
   o.tf32_matmul = parse_on_off(vm["tf32"].as<std::string>(), "--tf32");
   o.tf32_cudnn = parse_on_off(vm["cudnn-tf32"].as<std::string>(), "--cudnn-tf32");
   o.cudnn_benchmark = parse_on_off(vm["cudnn-benchmark"].as<std::string>(), "--cudnn-benchmark");
-  o.channels_last = parse_auto_on_off(vm["channels-last"].as<std::string>(), "channels-last");
+  o.channels_last = parse_auto_on_off(vm["channels-last"].as<std::string>(), kWhere + "--channels-last");
   o.cuda_graph = parse_on_off(vm["cuda-graph"].as<std::string>(), "--cuda-graph");
   // Folding is an inference rewrite of the fused path: on the CPU bench keeps the reference network.
   o.fold_batch_norm = kernels::kernel_mode() == kernels::KernelMode::kFused && o.device.is_cuda();

@@ -82,11 +82,7 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
   if (tf32 != "on" && tf32 != "off") throw ConfigError(where + ": --tf32: expected on or off, got '" + tf32 + "'");
   o.tf32_matmul = tf32 == "on";
   o.cuda_graph = parse_on_off(vm["cuda-graph"].as<std::string>(), "--cuda-graph");
-  const std::string layout = vm["channels-last"].as<std::string>();
-  if (layout == "on" || layout == "off")
-    o.channels_last = layout == "on";
-  else if (layout != "auto")
-    throw ConfigError(where + ": --channels-last: expected auto, on or off, got '" + layout + "'");
+  o.channels_last = parse_auto_on_off(vm["channels-last"].as<std::string>(), where + ": --channels-last");
   return o;
 }
 

@@ -98,13 +98,8 @@ models::ModelContext model_context_from(const po::variables_map& vm, const std::
       models::parse_checkpoint(recompute_text(vm), vm.count("checkpoint") ? "--checkpoint" : "--recompute");
   if (vm.count("channels-last")) {
     // true / false: what .ini files of the earlier on/off switch hold.
-    const std::string layout = vm["channels-last"].as<std::string>();
-    const bool on = layout == "on" || layout == "true", off = layout == "off" || layout == "false";
-    if (layout != "auto" && !on && !off)
-      throw ConfigError("--channels-last: expected auto, on or off, got '" + layout + "'");
-    const std::optional<bool> requested = on    ? std::optional<bool>(true)
-                                          : off ? std::optional<bool>(false)
-                                                : std::nullopt;
+    const std::string text = vm["channels-last"].as<std::string>();
+    const auto requested = parse_auto_on_off(text == "true" ? "on" : text == "false" ? "off" : text, "--channels-last");
     const torch::Device device = vm.count("device") ? parse_device(vm["device"].as<std::string>()) : torch::kCPU;
     ctx.channels_last = models::resolve_channels_last(entry, requested, device);
   }

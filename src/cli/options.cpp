@@ -134,6 +134,12 @@ bool parse_on_off(const std::string& value, const std::string& option) {
   throw ConfigError(option + ": expected on or off, got '" + value + "'");
 }
 
+std::optional<bool> parse_auto_on_off(const std::string& value, const std::string& option) {
+  if (value == "auto") return std::nullopt;
+  if (value == "on" || value == "off") return value == "on";
+  throw ConfigError(option + ": expected auto, on or off, got '" + value + "'");
+}
+
 // Boost's defaults without option guessing: `--bat 4` is an unknown option, not `--batch 4`.
 constexpr int kStyle = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
 

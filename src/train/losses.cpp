@@ -24,8 +24,7 @@ ClassView class_view(const torch::Tensor& logits, const torch::Tensor& target) {
                   : logits.dim() == 4 ? c10::MemoryFormat::ChannelsLast
                                       : c10::MemoryFormat::Contiguous;
   const auto t = target.to(torch::kLong);
-  if (cl == c10::MemoryFormat::Contiguous || logits.size(1) == 1 || !logits.is_contiguous(cl) || logits.is_contiguous())
-    return {logits, t, 1};
+  if (logits.is_contiguous() || !logits.is_contiguous(cl)) return {logits, t, 1};
   return {logits.movedim(1, -1), t.movedim(1, -1), logits.dim() - 1};
 }
 

@@ -36,8 +36,8 @@ struct ProfileOptions {
   std::optional<bool> channels_last;
   /// Segmentation training: the timed steps replay the whole step as one CUDA graph, as `voxfit
   /// train` runs it (the profiled steps stay eager: a replay shows the profiler no operators to
-  /// attribute kernels and FLOPs to). Segmentation models take `channels_last` too (unset: off, as
-  /// in `voxfit train`).
+  /// attribute kernels and FLOPs to). Segmentation models take `channels_last` too (unset: as
+  /// `voxfit train` resolves auto on CUDA, models::resolve_channels_last).
   bool cuda_graph = true;
 };
 

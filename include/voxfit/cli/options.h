@@ -3,6 +3,7 @@
 // over the file), --threads, and errors turned into one-line ConfigErrors.
 #include <boost/program_options.hpp>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -26,6 +27,8 @@ struct CommandSpec {
 
 /// "on" -> true, "off" -> false; throws ConfigError naming `option` (e.g. "--cuda-graph") otherwise.
 bool parse_on_off(const std::string& value, const std::string& option);
+/// "auto" -> nullopt, "on" / "off" -> true / false; throws ConfigError naming `option` otherwise.
+std::optional<bool> parse_auto_on_off(const std::string& value, const std::string& option);
 
 /// Parses `args` (after the command name). Returns false when --help was given (usage printed to
 /// stdout). A config file may hold keys at top level or in a [section] named after the command

@@ -29,6 +29,13 @@ namespace {
 
 int64_t volume(const Size3& s) { return s[0] * s[1] * s[2]; }
 
+// `size` rounded up to whole windows along every axis.
+Size3 padded_to_windows(const Size3& size, const Size3& window) {
+  Size3 padded;
+  for (int i = 0; i < 3; ++i) padded[i] = (size[i] + window[i] - 1) / window[i] * window[i];
+  return padded;
+}
+
 // [B, D, H, W, C] -> [B * windows, n, C], windows in (d, h, w) raster order.
 torch::Tensor window_partition(const torch::Tensor& x, const Size3& w) {
   const int64_t b = x.size(0), d = x.size(1), h = x.size(2), wd = x.size(3), c = x.size(4);
@@ -82,8 +89,7 @@ class WindowMove : public torch::autograd::Function<WindowMove> {
 }  // namespace
 
 WindowOrder window_order(const Size3& size, const Size3& window, const Size3& shift, const torch::Device& device) {
-  Size3 padded;
-  for (int i = 0; i < 3; ++i) padded[i] = size[i] + (window[i] - size[i] % window[i]) % window[i];
+  const Size3 padded = padded_to_windows(size, window);
   const Size3 grid = {padded[0] / window[0], padded[1] / window[1], padded[2] / window[2]};
   const int64_t n = volume(window), positions = volume(padded);
   std::vector<int64_t> source(positions), padding, window_of(volume(size));
@@ -188,11 +194,8 @@ torch::Tensor SwinBlockImpl::forward(const torch::Tensor& x, const torch::Tensor
   const int64_t b = x.size(0), c = x.size(4);
   const Size3 size = {x.size(1), x.size(2), x.size(3)};
   const auto [w, s] = window_and_shift(size, window_, shift_);
-  Size3 pad, padded;
-  for (int i = 0; i < 3; ++i) {
-    pad[i] = (w[i] - size[i] % w[i]) % w[i];
-    padded[i] = size[i] + pad[i];
-  }
+  const Size3 padded = padded_to_windows(size, w);
+  const Size3 pad = {padded[0] - size[0], padded[1] - size[1], padded[2] - size[2]};
   const auto y = norm1_(x);
   const bool shifted = s[0] > 0 || s[1] > 0 || s[2] > 0;
   const torch::Tensor shift_mask = shifted ? mask : torch::Tensor();
@@ -268,8 +271,7 @@ torch::Tensor SwinTransformerImpl::run_stage(size_t stage, const torch::Tensor& 
   const auto [window, shift] = window_and_shift(size, {w, w, w}, {w / 2, w / 2, w / 2});
   torch::Tensor mask;
   if (shift[0] > 0 || shift[1] > 0 || shift[2] > 0) {
-    Size3 padded;
-    for (int i = 0; i < 3; ++i) padded[i] = (size[i] + window[i] - 1) / window[i] * window[i];
+    const Size3 padded = padded_to_windows(size, window);
     std::string key = x.device().str();
     for (int i = 0; i < 3; ++i)
       key += "|" + std::to_string(padded[i]) + "," + std::to_string(window[i]) + "," + std::to_string(shift[i]);
