@@ -205,18 +205,23 @@ __global__ void forward_apply(NormShape s, int tc, int rows, int64_t chunk_rows,
   }
 }
 
-// dz and the normalised input of element i.
+// dz and the normalised input of element i: from x, or from y less the residual added after it.
 template <typename T>
-__device__ __forceinline__ void backward_terms(int64_t i, const T* dy, const T* y, const T* x, float mean, float rstd,
-                                               const ActSpec& act, float& dz, float& xhat) {
+__device__ __forceinline__ void backward_terms(int64_t i, const T* dy, const T* y, const T* x, const T* residual,
+                                               float mean, float rstd, const ActSpec& act, float& dz, float& xhat) {
   const float yv = load(y, i);
   dz = load(dy, i) * activation_slope(yv, act);
-  xhat = x ? (load(x, i) - mean) * rstd : deactivate(yv, act);
+  if (x) {
+    xhat = (load(x, i) - mean) * rstd;
+  } else {
+    xhat = deactivate(yv, act);
+    if (residual) xhat -= load(residual, i);
+  }
 }
 
 template <typename T>
 __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_rows, const T* dy, const T* y, const T* x,
-                                const float* mean, const float* rstd, ActSpec act, float* partial) {
+                                const T* residual, const float* mean, const float* rstd, ActSpec act, float* partial) {
   const Place p = place(s, tc, rows);
   float a = 0.f, b = 0.f;
   if (p.active) {
@@ -224,7 +229,7 @@ __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_row
     const int64_t r0 = blockIdx.y * chunk_rows, r1 = min(s.s, r0 + chunk_rows);
     for (int64_t r = r0 + p.ty; r < r1; r += rows) {
       float dz, xhat;
-      backward_terms(p.base + r * p.stride, dy, y, x, m, rs, act, dz, xhat);
+      backward_terms(p.base + r * p.stride, dy, y, x, residual, m, rs, act, dz, xhat);
       a += dz;
       b += dz * xhat;
     }
@@ -246,7 +251,7 @@ __global__ void backward_finalize(int64_t planes, int chunks, const float* parti
 
 template <typename T>
 __global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* dy, const T* y, const T* x,
-                               const float* mean, const float* rstd, const float* weight, ActSpec act,
+                               const T* residual, const float* mean, const float* rstd, const float* weight, ActSpec act,
                                const float* sum_dz, const float* sum_dz_xhat, T* dx, T* dz_out) {
   const Place p = place(s, tc, rows);
   if (!p.active) return;
@@ -257,7 +262,7 @@ __global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows
   for (int64_t r = r0 + p.ty; r < r1; r += rows) {
     const int64_t i = p.base + r * p.stride;
     float dz, xhat;
-    backward_terms(i, dy, y, x, m, rs, act, dz, xhat);
+    backward_terms(i, dy, y, x, residual, m, rs, act, dz, xhat);
     store(dx, i, scale * (dz - mean_dz - xhat * mean_dz_xhat));
     if (dz_out) store(dz_out, i, dz);
   }
@@ -278,17 +283,19 @@ void forward_typed(const NormShape& s, const void* x, const float* w, const floa
 }
 
 template <typename T>
-void backward_typed(const NormShape& s, const void* dy, const void* y, const void* x, const float* mean,
-                    const float* rstd, const float* w, ActSpec act, void* dx, void* dz, float* sum_dz,
-                    float* sum_dz_xhat, float* ws, cudaStream_t stream) {
+void backward_typed(const NormShape& s, const void* dy, const void* y, const void* x, const void* r,
+                    const float* mean, const float* rstd, const float* w, ActSpec act, void* dx, void* dz,
+                    float* sum_dz, float* sum_dz_xhat, float* ws, cudaStream_t stream) {
   const Tiling t = tiling(s);
   const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
-  const T *dyt = static_cast<const T*>(dy), *yt = static_cast<const T*>(y), *xt = static_cast<const T*>(x);
-  backward_reduce<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, mean, rstd, act, ws);
+  const T *dyt = static_cast<const T*>(dy), *yt = static_cast<const T*>(y), *xt = static_cast<const T*>(x),
+          *rt = static_cast<const T*>(r);
+  backward_reduce<T>
+      <<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, rt, mean, rstd, act, ws);
   const int64_t planes = s.n * s.c;
   backward_finalize<<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(planes, t.chunks, ws, sum_dz,
                                                                                      sum_dz_xhat);
-  backward_apply<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, mean, rstd, w, act,
+  backward_apply<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, rt, mean, rstd, w, act,
                                                    sum_dz, sum_dz_xhat, static_cast<T*>(dx), static_cast<T*>(dz));
 }
 
@@ -313,18 +320,19 @@ void instance_norm_act_forward(DType dtype, const NormShape& shape, const void* 
 }
 
 void instance_norm_act_backward(DType dtype, const NormShape& shape, const void* dy, const void* y, const void* x,
-                                const float* mean, const float* rstd, const float* weight, ActSpec act, void* dx,
-                                void* dz, float* sum_dz, float* sum_dz_xhat, float* workspace, cudaStream_t stream) {
+                                const void* residual, const float* mean, const float* rstd, const float* weight,
+                                ActSpec act, void* dx, void* dz, float* sum_dz, float* sum_dz_xhat, float* workspace,
+                                cudaStream_t stream) {
   switch (dtype) {
     case DType::kFloat:
-      return backward_typed<float>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat, workspace,
-                                   stream);
+      return backward_typed<float>(shape, dy, y, x, residual, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat,
+                                   workspace, stream);
     case DType::kHalf:
-      return backward_typed<__half>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat, workspace,
-                                    stream);
+      return backward_typed<__half>(shape, dy, y, x, residual, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat,
+                                    workspace, stream);
     case DType::kBFloat16:
-      return backward_typed<__nv_bfloat16>(shape, dy, y, x, mean, rstd, weight, act, dx, dz, sum_dz, sum_dz_xhat,
-                                           workspace, stream);
+      return backward_typed<__nv_bfloat16>(shape, dy, y, x, residual, mean, rstd, weight, act, dx, dz, sum_dz,
+                                           sum_dz_xhat, workspace, stream);
   }
 }
 

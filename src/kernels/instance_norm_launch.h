@@ -33,12 +33,14 @@ void instance_norm_act_forward(DType dtype, const NormShape& shape, const void* 
                                float* rstd, float* workspace, cudaStream_t stream);
 
 /// The gradient of instance_norm_act_forward. The normalised input comes from `x` (with mean and
-/// rstd) or, when x is null, from the output y (no affine parameters, invertible activation:
-/// none or LeakyReLU). The activation's derivative always comes from y.
+/// rstd) or, when x is null, from the output y less `residual` (when not null): no affine
+/// parameters, an invertible activation (none or LeakyReLU). The activation's derivative always
+/// comes from y.
 /// Writes dx, and dz (the gradient at the residual add) when dz is not null; sum_dz and
 /// sum_dz_xhat ([N*C], fp32) receive the per-instance sums that give dbias and dweight.
 void instance_norm_act_backward(DType dtype, const NormShape& shape, const void* dy, const void* y, const void* x,
-                                const float* mean, const float* rstd, const float* weight, ActSpec act, void* dx,
-                                void* dz, float* sum_dz, float* sum_dz_xhat, float* workspace, cudaStream_t stream);
+                                const void* residual, const float* mean, const float* rstd, const float* weight,
+                                ActSpec act, void* dx, void* dz, float* sum_dz, float* sum_dz_xhat, float* workspace,
+                                cudaStream_t stream);
 
 }  // namespace voxfit::kernels::cuda

@@ -112,18 +112,24 @@ std::int64_t conv_weights(std::int64_t in, std::int64_t out, std::int64_t kernel
   return in * out * kernel * kernel * kernel + (bias ? out : 0);
 }
 
+// Where an instance norm's output goes: to the next convolution (which keeps it), into a later
+// residual add as its residual (a projection), or into the residual add that follows it.
+enum class NormOut { kKept, kResidual, kIntoAdd };
+
 // conv + instance norm + in-place activation at `voxels` (per sample), reading `in` channels at
-// `in_voxels` of `in_dtype`: the conv output (the norm's input) and the norm output (the
-// activation's, saved by the next conv) stay; with `residual` the norm output goes into an add
-// whose output stays instead. `keep_norm_out` = false: a norm output nothing keeps (a projection).
-// The fused norm (kernels::instance_norm_act) keeps its output and recovers its input from it where
-// it has no affine parameters, residual or ReLU: then the conv output is not kept.
+// `in_voxels` of `in_dtype`. ATen's norm keeps its input (the conv output); the norm output stays
+// where the next conv keeps it; the add after a norm keeps nothing (its output, activated in
+// place, is the caller's to count). The fused norm (kernels::instance_norm_act) without affine
+// parameters keeps its output instead of its input, and with a residual the residual (counted
+// where it was made): then the conv output is never kept, and a projection's output is.
 void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t voxels,
-                   ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine, bool keep_norm_out = true) {
+                   ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine,
+                   NormOut norm_out = NormOut::kKept) {
   const ScalarType c = t.matmul_layer(conv_weights(in, out, kernel, bias), in * in_voxels, in_dtype);
-  if (!(t.paths().fused_norms && keep_norm_out && !affine)) t.keep(out * voxels, c);
+  const bool keeps_output = t.paths().fused_norms && !affine;
+  if (!keeps_output) t.keep(out * voxels, c);
   t.instance_norm(out, affine);
-  if (keep_norm_out) t.keep(out * voxels, c);
+  if (norm_out == NormOut::kKept || (keeps_output && norm_out == NormOut::kResidual)) t.keep(out * voxels, c);
 }
 
 // MONAI's UnetResBlock / UnetBasicBlock (models::UnetBlock), in -> out channels at `voxels`.
@@ -135,10 +141,10 @@ ScalarType unet_block(Tally& t, std::int64_t in, std::int64_t out, std::int64_t 
     conv_norm_act(t, out, out, voxels, voxels, t.compute(), 3, false, false);
     return t.compute();
   }
-  // The projection's norm output goes into the add only; the last norm's output too, and the add's
-  // output (activated in place) is what stays.
-  if (in != out) conv_norm_act(t, in, out, voxels, voxels, in_dtype, 1, false, false, false);
-  conv_norm_act(t, out, out, voxels, voxels, t.compute(), 3, false, false, false);
+  // The projection's norm output is the residual; the last norm's goes into the add, whose output
+  // (activated in place) is what stays.
+  if (in != out) conv_norm_act(t, in, out, voxels, voxels, in_dtype, 1, false, false, NormOut::kResidual);
+  conv_norm_act(t, out, out, voxels, voxels, t.compute(), 3, false, false, NormOut::kIntoAdd);
   const ScalarType sum = in != out ? t.compute() : c10::promoteTypes(t.compute(), in_dtype);
   t.keep(out * voxels, sum);
   return sum;

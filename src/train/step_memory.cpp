@@ -164,8 +164,9 @@ memory::MemoryBreakdown measure_step_memory(models::Network net, const std::vect
   memory::MemoryTracker tracker(device);
   TrainStep step(std::move(net), device, options, &tracker);
   tracker.watch_parameters(step.trainable_parameters());
+  step.run(batch, options.optimizer.lr, 0);
   tracker.reset();
-  for (int i = 0; i < steps; ++i) step.run(batch, options.optimizer.lr, i);
+  for (int i = 1; i <= steps; ++i) step.run(batch, options.optimizer.lr, i);
   return step_breakdown(tracker, step, batch);
 }
 

@@ -12,6 +12,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/torch_compat.h"
 #include "voxfit/kernels/instance_norm_act.h"
+#include "voxfit/memory/oom.h"
 #include "voxfit/models/blocks/conv_blocks.h"
 #include "voxfit/models/blocks/layers.h"
 
@@ -185,6 +186,39 @@ TEST(InstanceNormActCuda, SameInputGivesTheSameBits) {
   NormActSpec spec;
   spec.act = Activation::kLeakyReLU;
   EXPECT_TRUE(torch::equal(instance_norm_act(x, {}, {}, {}, spec), instance_norm_act(x, {}, {}, {}, spec)));
+}
+
+// Without affine parameters a residual norm keeps its output and the residual (kept anyway by
+// whatever made it), not its input: dropping the caller's handle on the input frees it. With
+// affine parameters the input stays. The gradients are checked against float64 above.
+TEST(InstanceNormActCuda, ResidualNormWithoutAffineDoesNotKeepItsInput) {
+  if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
+  const torch::Device cuda(torch::kCUDA);
+  const auto half = torch::TensorOptions().dtype(torch::kHalf).device(cuda);
+  const int64_t bytes = 2 * 16 * 32 * 32 * 32 * 2;
+  NormActSpec spec;
+  spec.act = Activation::kLeakyReLU;
+  for (const bool affine : {false, true}) {
+    const auto a = torch::randn({2, 16, 32, 32, 32}, half).requires_grad_();
+    const auto r = torch::randn({2, 16, 32, 32, 32}, half).requires_grad_();
+    torch::Tensor w, b;
+    if (affine) w = torch::ones({16}, half.dtype(torch::kFloat)).requires_grad_(), b = torch::zeros_like(w).requires_grad_();
+    torch::cuda::synchronize();
+    const auto before = static_cast<int64_t>(memory::current_allocated_bytes(cuda));
+    auto x = a * 2;  // a fresh tensor: only the norm can keep it
+    const auto y = instance_norm_act(x, w, b, r, spec);
+    x = torch::Tensor();
+    torch::cuda::synchronize();
+    const auto kept = static_cast<int64_t>(memory::current_allocated_bytes(cuda)) - before;
+    // y itself, and the per-instance statistics (a few KB).
+    if (affine) {
+      EXPECT_GE(kept, 2 * bytes) << "affine keeps its input";
+    } else {
+      EXPECT_LT(kept, bytes + bytes / 8) << "kept " << kept << " bytes beyond the inputs";
+    }
+    y.to(torch::kFloat).sum().backward();
+    EXPECT_TRUE(a.grad().defined() && r.grad().defined());
+  }
 }
 
 // A whole residual block (MONAI's UnetResBlock with a projection) in fp16 autocast: fused and

@@ -65,7 +65,7 @@ inline std::vector<int64_t> input_shape(const SmallNet& n, int64_t batch) {
 inline torch::Tensor weighted_sum(const std::vector<torch::Tensor>& outputs) {
   torch::Tensor loss = torch::zeros({});
   for (const auto& o : outputs) {
-    const auto w = torch::linspace(-1.0, 1.0, o.numel()).view(o.sizes());
+    const auto w = torch::linspace(-1.0, 1.0, o.numel(), o.options()).view(o.sizes());
     loss = loss + (o * w).sum();
   }
   return loss;

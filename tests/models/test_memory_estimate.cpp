@@ -66,9 +66,9 @@ TEST(MemoryEstimate, CountsEveryTensorOfATinyUNetByHand) {
 // The fused CUDA paths, float32: with lean decoders the same tiny UNet keeps, in decoder0, the
 // transposed conv's output (128 floats, which kernels::convs_of_concat keeps) instead of the cat
 // (256): 512 B less there; its affine norms keep their input as the ATen ones do, so the encoders are unchanged.
-// UNETR's norms have no affine parameters: a norm + LeakyReLU without a residual keeps only its
-// output, so its conv output (the norm's input) is not kept either.
-TEST(MemoryEstimate, TheFusedPathKeepsTheDecodersPartsAndOneTensorPerPlainNorm) {
+// UNETR's norms have no affine parameters: a norm keeps its output (and a residual added after
+// it), so no conv output (a norm's input) is kept.
+TEST(MemoryEstimate, TheFusedPathKeepsTheDecodersPartsAndNoNormInput) {
   const Network net = make_model("unet3d", hand_counted_unet());
   const ActivationEstimate aten = estimate_activations(*net, {1, 1, 4, 4, 4});
   const ActivationEstimate fused = estimate_activations(*net, {1, 1, 4, 4, 4}, c10::kFloat, {true, true});
@@ -86,10 +86,12 @@ TEST(MemoryEstimate, TheFusedPathKeepsTheDecodersPartsAndOneTensorPerPlainNorm) 
   const ActivationEstimate norms_only = estimate_activations(*small, {1, 1, 32, 32, 32}, c10::kFloat, {true, false});
   // decoder2 works at 32^3 with 4 channels: UpBlock(8 -> 4) = transposed conv, cat of 2 x 4
   // channels, a residual block 8 -> 4 (conv1 + norm1 + LeakyReLU: plain; conv2 + norm2 + the
-  // projection's add; conv3 + norm3: the projection). Fused: the cat (8 channels) becomes the
-  // transposed conv's output (4), and conv1's output (4) is not kept: 8 channels x 32^3 floats less.
-  EXPECT_EQ(block_bytes(a, "decoder2") - block_bytes(f, "decoder2"), 8 * 32 * 32 * 32 * 4);
-  EXPECT_EQ(block_bytes(a, "decoder2") - block_bytes(norms_only, "decoder2"), 4 * 32 * 32 * 32 * 4);  // conv1's output
+  // projection's add; conv3 + norm3: the projection). Fused norms keep neither conv1's nor conv2's
+  // output (norm2 keeps the residual, which norm3 keeps as its output, not conv3's): 8 channels x
+  // 32^3 floats less; keeping the decoder's parts makes the cat (8 channels) the transposed conv's
+  // output (4): 4 more.
+  EXPECT_EQ(block_bytes(a, "decoder2") - block_bytes(norms_only, "decoder2"), 8 * 32 * 32 * 32 * 4);
+  EXPECT_EQ(block_bytes(a, "decoder2") - block_bytes(f, "decoder2"), 12 * 32 * 32 * 32 * 4);
   EXPECT_LT(f.total(), a.total());
 }
 

@@ -48,8 +48,11 @@ inline constexpr double kBackwardTransients = 2.25;
 
 /// The breakdown measured over `steps` real training steps of `net` on `device` with `options`, on
 /// a random batch of `input_shape` (labels drawn over the network's classes), spatial augmentation
-/// off. Needs what MemoryTracker needs (CPU: a live ScopedCpuBudget).
+/// off. The steps follow one unmeasured step: the one in which cuDNN's benchmark tries its
+/// algorithms (each with its own workspace) and the optimizer makes its state, so that what is
+/// measured is the step that training repeats. Needs what MemoryTracker needs (CPU: a live
+/// ScopedCpuBudget).
 memory::MemoryBreakdown measure_step_memory(models::Network net, const std::vector<std::int64_t>& input_shape,
-                                            torch::Device device, StepOptions options, int steps = 2);
+                                            torch::Device device, StepOptions options, int steps = 1);
 
 }  // namespace voxfit::train
