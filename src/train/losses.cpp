@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "voxfit/core/error.h"
+#include "voxfit/kernels/dice_ce.h"
 
 namespace voxfit::train {
 
@@ -52,6 +53,15 @@ torch::Tensor soft_dice_loss(const torch::Tensor& logits, const torch::Tensor& t
 }
 
 torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o) {
+  if (kernels::fused_dice_ce_applies(logits, target)) {
+    kernels::DiceCeSpec spec;
+    spec.smooth = o.smooth;
+    spec.include_background = o.include_background;
+    spec.batch_dice = o.batch_dice;
+    spec.weight_ce = o.weight_ce;
+    spec.weight_dice = o.weight_dice;
+    return kernels::dice_ce_fused(logits, target, spec);
+  }
   const auto v = class_view(logits.to(torch::kFloat), target);
   // Classes last: cross-entropy as F::cross_entropy computes it (log-softmax, the target's term, the
   // mean over voxels) on that axis.
@@ -70,8 +80,10 @@ std::int64_t spatial_voxels(const std::vector<std::int64_t>& shape) {
 
 // dice_ce keeps for backward, per output [B, K, spatial...]: the float32 log-softmax (cross-entropy)
 // and softmax (Dice) outputs and the one-hot target (bool). The logits themselves are kept by none
-// of these ops (their float32 casts neither).
-memory::DtypeBytes dice_ce_saved_for_backward(const std::vector<std::int64_t>& shape) {
+// of these ops (their float32 casts neither). The fused kernels keep the logits and the target,
+// which exist anyway, and B x (3K + 1) float sums.
+memory::DtypeBytes dice_ce_saved_for_backward(const std::vector<std::int64_t>& shape, bool fused) {
+  if (fused) return {{"float32", static_cast<std::uint64_t>(4 * shape[0] * (3 * shape[1] + 1))}};
   const std::int64_t scores = shape[0] * shape[1] * spatial_voxels(shape);
   return {{"float32", static_cast<std::uint64_t>(2 * 4 * scores)}, {"bool", static_cast<std::uint64_t>(scores)}};
 }

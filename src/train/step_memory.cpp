@@ -43,12 +43,13 @@ std::int64_t voxels(const std::vector<std::int64_t>& shape) {
 // What deep_supervision_loss keeps for backward, per weighted output [B, K, spatial...]: what the
 // loss keeps on it (its registry entry says), and for a lower-resolution output its
 // nearest-downsampled int64 target.
-memory::DtypeBytes loss_saved(const std::vector<std::vector<std::int64_t>>& outputs, const LossEntry& loss) {
+memory::DtypeBytes loss_saved(const std::vector<std::vector<std::int64_t>>& outputs, const LossEntry& loss,
+                              bool fused) {
   memory::DtypeBytes saved;
   const auto weights = deep_supervision_weights(outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (weights[i] == 0.0) continue;
-    for (const auto& [dtype, bytes] : loss.saved_for_backward(outputs[i])) saved[dtype] += bytes;
+    for (const auto& [dtype, bytes] : loss.saved_for_backward(outputs[i], fused)) saved[dtype] += bytes;
     if (voxels(outputs[i]) != voxels(outputs.front()))
       saved["int64"] += static_cast<std::uint64_t>(8 * outputs[i][0] * voxels(outputs[i]));
   }
@@ -125,8 +126,10 @@ memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std:
              {"batch", "inputs", batch_bytes},
              {"unattributed", "unattributed", 0}};
   const std::int64_t before_forward = as_signed(b.statics.total()) + batch_bytes;
-  const std::int64_t other = as_signed(memory::total_bytes(loss_saved(outputs, find_loss(options.loss.name)))) -
-                             models::total_bytes(act.outputs);
+  // The ATen loss frees the outputs after its forward (it keeps float32 copies); the fused one keeps them.
+  const std::int64_t other =
+      as_signed(memory::total_bytes(loss_saved(outputs, find_loss(options.loss.name), paths.fused_loss))) -
+      (paths.fused_loss ? 0 : models::total_bytes(act.outputs));
   const std::int64_t gradients = as_signed(memory::total_bytes(b.gradients));
   std::int64_t block_parameters = 0;
   for (const auto& block : act.blocks) block_parameters += block.parameters;

@@ -86,11 +86,16 @@ TEST(LossRegistry, EveryLossTrainsThroughDeepSupervision) {
 TEST(LossRegistry, EveryLossSaysWhatItKeepsForBackward) {
   for (const auto& entry : loss_registry()) {
     SCOPED_TRACE(entry.name);
-    std::uint64_t one = 0, two = 0;
-    for (const auto& [dtype, bytes] : entry.saved_for_backward({1, 3, 4, 4, 4})) one += bytes;
-    for (const auto& [dtype, bytes] : entry.saved_for_backward({2, 3, 4, 4, 4})) two += bytes;
-    EXPECT_GT(one, 0u);
-    EXPECT_EQ(two, 2 * one);  // per sample
+    std::uint64_t kept[2] = {0, 0};
+    for (const bool fused : {false, true}) {
+      std::uint64_t one = 0, two = 0;
+      for (const auto& [dtype, bytes] : entry.saved_for_backward({1, 3, 4, 4, 4}, fused)) one += bytes;
+      for (const auto& [dtype, bytes] : entry.saved_for_backward({2, 3, 4, 4, 4}, fused)) two += bytes;
+      EXPECT_GT(one, 0u) << "fused " << fused;
+      EXPECT_EQ(two, 2 * one) << "fused " << fused;  // per sample
+      kept[fused] = one;
+    }
+    EXPECT_LT(kept[1], kept[0]) << "the fused kernels keep less";
   }
 }
 

@@ -36,8 +36,9 @@ struct LossEntry {
   std::string summary;  ///< one line
   std::function<LossFunction(const LossOptions&)> make;
   /// Bytes by dtype the loss keeps for backward on one output of shape [B, K, spatial...] (the
-  /// logits themselves not counted): its part of a step's predicted memory.
-  std::function<memory::DtypeBytes(const std::vector<std::int64_t>& output_shape)> saved_for_backward;
+  /// logits themselves not counted), on voxfit's fused CUDA kernels when `fused`: its part of a
+  /// step's predicted memory.
+  std::function<memory::DtypeBytes(const std::vector<std::int64_t>& output_shape, bool fused)> saved_for_backward;
 };
 
 /// Every loss, in registration order.
@@ -54,6 +55,7 @@ LossFunction make_loss(const LossOptions& o);
 torch::Tensor soft_dice_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o);
 
 /// CE + (-Dice), weighted; the value is in float32 whatever the logits' dtype. Registered as "dice_ce".
+/// On the fused CUDA kernels where kernels::fused_dice_ce_applies, else the ATen reference.
 torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o);
 
 /// nnU-Net's deep-supervision weights for `n` outputs: 1/2^i, the lowest resolution off, normalised.
