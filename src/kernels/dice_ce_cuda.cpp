@@ -6,6 +6,7 @@
 
 #include "dice_ce_fused.h"
 #include "dice_ce_launch.h"
+#include "tensor_dtype.h"
 
 namespace voxfit::kernels {
 
@@ -13,12 +14,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-cuda::DType dtype_of(const torch::Tensor& t) {
-  if (t.scalar_type() == torch::kHalf) return cuda::DType::kHalf;
-  if (t.scalar_type() == torch::kBFloat16) return cuda::DType::kBFloat16;
-  return cuda::DType::kFloat;
-}
 
 cuda::LossShape shape_of(const torch::Tensor& logits) {
   cuda::LossShape s;

@@ -94,7 +94,6 @@ __device__ Place place(const NormShape& s, int tc, int rows) {
   return p;
 }
 
-
 __device__ __forceinline__ float activate(float z, const ActSpec& a) {
   if (a.act == Act::kReLU) return z > 0.f ? z : 0.f;
   if (a.act == Act::kLeakyReLU) return z > 0.f ? z : z * a.slope;
@@ -218,6 +217,18 @@ __device__ __forceinline__ Loaded load_terms(int64_t i, const T* __restrict__ dy
   return {load(dy, i), load(y, i), x ? load(x, i) : residual ? load(residual, i) : 0.f};
 }
 
+// The kUnroll rows r, r + rows, ... of a thread (zeros past r1: they add nothing).
+template <typename T>
+__device__ __forceinline__ void load_rows(const Place& p, int64_t r, int64_t r1, int rows, const T* __restrict__ dy,
+                                          const T* __restrict__ y, const T* __restrict__ x,
+                                          const T* __restrict__ residual, Loaded (&v)[kUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t row = r + int64_t{u} * rows;
+    v[u] = row < r1 ? load_terms(p.base + row * p.stride, dy, y, x, residual) : Loaded{0.f, 0.f, 0.f};
+  }
+}
+
 // dz and the normalised input: from x, or from y less the residual added after it.
 __device__ __forceinline__ void backward_terms(const Loaded& v, bool has_x, float mean, float rstd,
                                                const ActSpec& act, float& dz, float& xhat) {
@@ -237,11 +248,7 @@ __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_row
     const int64_t r0 = blockIdx.y * chunk_rows, r1 = min(s.s, r0 + chunk_rows);
     for (int64_t r = r0 + p.ty; r < r1; r += int64_t{rows} * kUnroll) {
       Loaded v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t row = r + int64_t{u} * rows;
-        v[u] = row < r1 ? load_terms(p.base + row * p.stride, dy, y, x, residual) : Loaded{0.f, 0.f, 0.f};
-      }
+      load_rows(p, r, r1, rows, dy, y, x, residual, v);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         float dz, xhat;
@@ -280,11 +287,7 @@ __global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows
   const int64_t r0 = blockIdx.y * chunk_rows, r1 = min(s.s, r0 + chunk_rows);
   for (int64_t r = r0 + p.ty; r < r1; r += int64_t{rows} * kUnroll) {
     Loaded v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t row = r + int64_t{u} * rows;
-      v[u] = row < r1 ? load_terms(p.base + row * p.stride, dy, y, x, residual) : Loaded{0.f, 0.f, 0.f};
-    }
+    load_rows(p, r, r1, rows, dy, y, x, residual, v);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t row = r + int64_t{u} * rows;

@@ -7,6 +7,7 @@
 #include "function_args.h"
 #include "instance_norm_act_fused.h"
 #include "instance_norm_launch.h"
+#include "tensor_dtype.h"
 
 namespace voxfit::kernels {
 
@@ -14,12 +15,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-cuda::DType dtype_of(const torch::Tensor& t) {
-  if (t.scalar_type() == torch::kHalf) return cuda::DType::kHalf;
-  if (t.scalar_type() == torch::kBFloat16) return cuda::DType::kBFloat16;
-  return cuda::DType::kFloat;
-}
 
 cuda::ActSpec act_of(Activation act, double slope) {
   cuda::ActSpec a;

@@ -11,9 +11,10 @@ namespace voxfit::kernels {
 bool fused_instance_norm_supports(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual);
 
 /// instance_norm_act on the fused kernels, with its own autograd node. What it keeps for backward:
-/// without affine parameters, a residual or a ReLU only the output and the per-instance rstd
-/// (the normalised input is recovered from the output, as in-place activated batch norm does);
-/// otherwise the input too. Requires fused_instance_norm_supports(x, residual).
+/// without affine parameters or a ReLU the output, the residual if any (kept anyway by whatever
+/// made it) and the per-instance statistics (the normalised input is recovered from the output
+/// less the residual, as in-place activated batch norm does); otherwise the input too. Requires
+/// fused_instance_norm_supports(x, residual).
 torch::Tensor instance_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                       const torch::Tensor& residual, const NormActSpec& spec);
 

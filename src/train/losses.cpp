@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include "voxfit/core/error.h"
-#include "voxfit/kernels/dice_ce.h"
 
 namespace voxfit::train {
 
@@ -52,16 +51,18 @@ torch::Tensor soft_dice_loss(const torch::Tensor& logits, const torch::Tensor& t
   return soft_dice(class_view(logits.to(torch::kFloat), target), o);
 }
 
+kernels::DiceCeSpec dice_ce_spec(const LossOptions& o) {
+  kernels::DiceCeSpec s;
+  s.smooth = o.smooth;
+  s.include_background = o.include_background;
+  s.batch_dice = o.batch_dice;
+  s.weight_ce = o.weight_ce;
+  s.weight_dice = o.weight_dice;
+  return s;
+}
+
 torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o) {
-  if (kernels::fused_dice_ce_applies(logits, target)) {
-    kernels::DiceCeSpec spec;
-    spec.smooth = o.smooth;
-    spec.include_background = o.include_background;
-    spec.batch_dice = o.batch_dice;
-    spec.weight_ce = o.weight_ce;
-    spec.weight_dice = o.weight_dice;
-    return kernels::dice_ce_fused(logits, target, spec);
-  }
+  if (kernels::fused_dice_ce_applies(logits, target)) return kernels::dice_ce_fused(logits, target, dice_ce_spec(o));
   const auto v = class_view(logits.to(torch::kFloat), target);
   // Classes last: cross-entropy as F::cross_entropy computes it (log-softmax, the target's term, the
   // mean over voxels) on that axis.

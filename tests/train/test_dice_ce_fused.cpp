@@ -16,16 +16,6 @@
 namespace voxfit::train {
 namespace {
 
-kernels::DiceCeSpec spec_from(const LossOptions& o) {
-  kernels::DiceCeSpec s;
-  s.smooth = o.smooth;
-  s.include_background = o.include_background;
-  s.batch_dice = o.batch_dice;
-  s.weight_ce = o.weight_ce;
-  s.weight_dice = o.weight_dice;
-  return s;
-}
-
 // The sums the stats kernel writes, by ATen: [B, 3K + 1].
 torch::Tensor sums_by_aten(const torch::Tensor& logits, const torch::Tensor& target) {
   const int64_t b = logits.size(0), k = logits.size(1);
@@ -86,9 +76,9 @@ TEST(FusedDiceCe, ClosedFormsGiveTheReferenceLossAndGradient) {
     const auto sums = sums_by_aten(values, target);
     const int64_t voxels = 3 * 4 * 5;
     // The reference computes in float32 whatever the logits' dtype: float32 rounding apart.
-    EXPECT_NEAR(kernels::dice_ce_loss_from_sums(sums, spec_from(o), voxels).item<double>(), reference.item<double>(),
+    EXPECT_NEAR(kernels::dice_ce_loss_from_sums(sums, dice_ce_spec(o), voxels).item<double>(), reference.item<double>(),
                 1e-6);
-    const auto coef = kernels::dice_ce_coefficients(sums, spec_from(o), voxels, upstream);
+    const auto coef = kernels::dice_ce_coefficients(sums, dice_ce_spec(o), voxels, upstream);
     ASSERT_EQ(coef.sizes(), (std::vector<int64_t>{2, 9}));
     const auto grad = gradient_by_aten(values, target, coef);
     const double largest = logits.grad().abs().max().item<double>();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "voxfit/kernels/dice_ce.h"
 #include "voxfit/memory/memory_tracker.h"
 
 namespace voxfit::train {
@@ -53,6 +54,9 @@ LossFunction make_loss(const LossOptions& o);
 /// Soft Dice (as a negative mean Dice, like nnU-Net) on softmax(logits) vs one-hot(target).
 /// logits [B, K, spatial...] (any float dtype; computed in float32), target [B, 1, spatial...] int64.
 torch::Tensor soft_dice_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o);
+
+/// The dice_ce settings of `o`, as the fused kernels take them.
+kernels::DiceCeSpec dice_ce_spec(const LossOptions& o);
 
 /// CE + (-Dice), weighted; the value is in float32 whatever the logits' dtype. Registered as "dice_ce".
 /// On the fused CUDA kernels where kernels::fused_dice_ce_applies, else the ATen reference.
