@@ -111,7 +111,7 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
   // The fused kernels run on a GPU: a prediction for a card assumes them, a CPU measurement does not.
   const bool fused =
       kernels::kernel_mode() == kernels::KernelMode::kFused && (!req.measure_on || req.measure_on->is_cuda());
-  const models::KernelPaths paths{fused, fused && kernels::lean_decoders(), fused};
+  const models::KernelPaths paths{fused, fused && kernels::lean_decoders()};
   const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step, paths);
   std::optional<memory::MemoryBreakdown> measured;
   if (req.measure_on) {

@@ -157,19 +157,16 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(LossShape s, int64_t
   }
 }
 
-// Blocks per sample: about eight resident blocks per SM over the batch, at least four voxels a
-// thread.
-int64_t chunk_voxels(const LossShape& s) { return (s.s + dice_ce_chunks(s) - 1) / dice_ce_chunks(s); }
-
+// One launch over a grid of (chunks of a sample's voxels) x (samples).
 template <typename T, int MAXK>
 void launch(const LossShape& s, const void* logits, const int64_t* target, float* partial, const float* coef,
             void* grad, cudaStream_t stream) {
-  const dim3 blocks(static_cast<unsigned>(dice_ce_chunks(s)), static_cast<unsigned>(s.b));
+  const int chunks = dice_ce_chunks(s);
+  const int64_t chunk = (s.s + chunks - 1) / chunks;  // voxels a block covers
+  const dim3 blocks(static_cast<unsigned>(chunks), static_cast<unsigned>(s.b));
   const T* x = static_cast<const T*>(logits);
-  if (partial) stats_kernel<T, MAXK><<<blocks, kThreads, 0, stream>>>(s, chunk_voxels(s), x, target, partial);
-  if (grad)
-    backward_kernel<T, MAXK>
-        <<<blocks, kThreads, 0, stream>>>(s, chunk_voxels(s), x, target, coef, static_cast<T*>(grad));
+  if (partial) stats_kernel<T, MAXK><<<blocks, kThreads, 0, stream>>>(s, chunk, x, target, partial);
+  if (grad) backward_kernel<T, MAXK><<<blocks, kThreads, 0, stream>>>(s, chunk, x, target, coef, static_cast<T*>(grad));
 }
 
 // The smallest register block that holds K classes.
@@ -196,6 +193,7 @@ void dispatch(DType dtype, const LossShape& s, const void* logits, const int64_t
 
 }  // namespace
 
+// About eight resident blocks per SM over the batch, at least four voxels a thread.
 int dice_ce_chunks(const LossShape& s) {
   const int64_t target = (int64_t{8} * sm_count() + s.b - 1) / std::max<int64_t>(1, s.b);
   const int64_t most = std::max<int64_t>(1, s.s / (int64_t{4} * kThreads));

@@ -126,7 +126,7 @@ void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_
                    ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine,
                    NormOut norm_out = NormOut::kKept) {
   const ScalarType c = t.matmul_layer(conv_weights(in, out, kernel, bias), in * in_voxels, in_dtype);
-  const bool keeps_output = t.paths().fused_norms && !affine;
+  const bool keeps_output = t.paths().fused_kernels && !affine;
   if (!keeps_output) t.keep(out * voxels, c);
   t.instance_norm(out, affine);
   if (norm_out == NormOut::kKept || (keeps_output && norm_out == NormOut::kResidual)) t.keep(out * voxels, c);

@@ -128,8 +128,8 @@ memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std:
   const std::int64_t before_forward = as_signed(b.statics.total()) + batch_bytes;
   // The ATen loss frees the outputs after its forward (it keeps float32 copies); the fused one keeps them.
   const std::int64_t other =
-      as_signed(memory::total_bytes(loss_saved(outputs, find_loss(options.loss.name), paths.fused_loss))) -
-      (paths.fused_loss ? 0 : models::total_bytes(act.outputs));
+      as_signed(memory::total_bytes(loss_saved(outputs, find_loss(options.loss.name), paths.fused_kernels))) -
+      (paths.fused_kernels ? 0 : models::total_bytes(act.outputs));
   const std::int64_t gradients = as_signed(memory::total_bytes(b.gradients));
   std::int64_t block_parameters = 0;
   for (const auto& block : act.blocks) block_parameters += block.parameters;

@@ -81,14 +81,13 @@ struct ActivationEstimate {
 /// ModelError for an input the network does not accept.
 /// Which of voxfit's CUDA paths the forward runs (--kernels fused, --lean-decoders on, on a GPU).
 struct KernelPaths {
-  /// An instance norm without affine parameters or ReLU keeps its output (and a residual added after
-  /// it), not the convolution output before it: kernels::instance_norm_act.
-  bool fused_norms = false;
+  /// voxfit's fused CUDA kernels run: an instance norm without affine parameters or ReLU keeps its
+  /// output (and a residual added after it), not the convolution output before it
+  /// (kernels::instance_norm_act); the loss keeps the outputs and per-sample sums only
+  /// (kernels::dice_ce_fused, counted by train::predict_step_memory).
+  bool fused_kernels = false;
   /// A decoder keeps its upsampled input instead of the concatenation: kernels::convs_of_concat.
   bool lean_decoders = false;
-  /// The loss keeps the outputs and per-sample sums only: kernels::dice_ce_fused (read by
-  /// train::predict_step_memory, not by estimate_activations).
-  bool fused_loss = false;
 };
 
 ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
