@@ -209,10 +209,12 @@ ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std:
   return t.finish();
 }
 
-// A pre-norm layer norm over `tokens` rows whose input has the residual stream's dtype: autocast
-// runs it in float32, so a half-precision input is cast first and the cast is what it saves.
+// A pre-norm layer norm over `tokens` rows whose input has the residual stream's dtype: ATen under
+// autocast runs it in float32, so a half-precision input is cast first and the cast is what it
+// saves. kernels::layer_norm (SwinUNETR's norms on the fused path) keeps the input as given, which
+// the caller counts as the stream's.
 void pre_norm(Tally& t, std::int64_t tokens, std::int64_t hidden, ScalarType stream) {
-  if (t.autocast() && stream != c10::kFloat) t.keep(tokens * hidden, c10::kFloat);
+  if (t.autocast() && stream != c10::kFloat && !t.paths().fused_kernels) t.keep(tokens * hidden, c10::kFloat);
   t.layer_norm(tokens);
 }
 
@@ -366,9 +368,10 @@ void swin_stage(Tally& t, const SwinUNETROptions& o, std::size_t stage, const Si
     t.keep(tokens * dim / 4, c);
     return;
   }
-  // Patch merging: the 8-way concatenation (float32 as the norm saves it: autocast casts it), the
-  // norm's output, and the reduction's [tokens / 8, 2 dim] output.
-  t.keep(tokens * dim, c10::kFloat);
+  // Patch merging: the 8-way concatenation (as the norm saves it: ATen under autocast casts it to
+  // float32, kernels::layer_norm keeps it as it is), the norm's output, and the reduction's
+  // [tokens / 8, 2 dim] output.
+  t.keep(tokens * dim, t.paths().fused_kernels ? c : c10::kFloat);
   t.layer_norm(tokens / 8);
   linear_after_norm(t, 8 * dim * 2 * dim, tokens * dim);
 }
@@ -385,12 +388,19 @@ ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vect
   t.block("swin_vit");
   t.matmul_layer(conv_weights(o.in_channels(), f, 2, true), o.in_channels() * voxels, f32);
   t.keep(f * at(1), c);  // the patch embedding: stage 0's input and the first hidden state
-  // The hidden states: layer-normed over channels (float32; a half input is cast and the cast
-  // saved) and made contiguous for the decoder, a float32 copy. Without normalize, the stages'
-  // outputs are copied as they are. A merging output nothing else keeps is the norm's input.
+  // The hidden states: layer-normed over channels and made contiguous for the decoder. ATen's norm
+  // returns float32 (a half input is cast and the cast saved), so the copy is float32 too;
+  // kernels::layer_norm keeps its input as given and returns its dtype. Without normalize, the
+  // stages' outputs are copied as they are. A merging output nothing else keeps is the norm's input.
   const auto hidden = [&](std::int64_t elements, std::int64_t channels, bool merged) {
     if (!o.normalize()) {
       if (merged) t.keep(elements, c);
+      return c;
+    }
+    if (t.paths().fused_kernels) {
+      if (merged && !rest) t.keep(elements, c);
+      t.layer_norm(elements / channels);
+      t.keep(elements, c);
       return c;
     }
     if (t.autocast())

@@ -15,9 +15,14 @@
 #include "voxfit/memory/oom.h"
 #include "voxfit/models/blocks/conv_blocks.h"
 #include "voxfit/models/blocks/layers.h"
+#include "kernel_test_support.h"
 
 namespace voxfit::kernels {
 namespace {
+
+using test::cuda_here;
+using test::relative_error;
+using test::tolerance;
 
 TEST(KernelMode, ParsesBothNamesAndRefusesOthers) {
   EXPECT_EQ(parse_kernel_mode("aten"), KernelMode::kAten);
@@ -78,8 +83,6 @@ TEST(InstanceNormAct, ReferenceEqualsTheModulesItReplaces) {
   }
 }
 
-bool cuda_here() { return torch::cuda::is_available(); }
-
 struct Case {
   std::vector<int64_t> shape;
   bool channels_last;
@@ -94,14 +97,6 @@ std::string describe(const Case& c) {
   for (const auto v : c.shape) s += " " + std::to_string(v);
   return s + (c.channels_last ? " channels-last" : " ncdhw") + " " + std::string(c10::toString(c.dtype)) + " act " +
          std::to_string(static_cast<int>(c.act)) + (c.affine ? " affine" : "") + (c.residual ? " residual" : "");
-}
-
-// Tolerances relative to the largest magnitude of the float64 reference: storage rounding of
-// half (2^-11) and bfloat16 (2^-8) on every tensor that crosses memory, a few ulps for float.
-double tolerance(torch::ScalarType t) {
-  if (t == torch::kHalf) return 1e-2;
-  if (t == torch::kBFloat16) return 6e-2;
-  return 2e-5;
 }
 
 struct Outputs {
@@ -132,11 +127,6 @@ Outputs run(const Case& c, const torch::Tensor& x0, const torch::Tensor& w0, con
   if (c.affine) o.dw = w.grad(), o.db = b.grad();
   if (c.residual) o.dr = r.grad();
   return o;
-}
-
-double relative_error(const torch::Tensor& got, const torch::Tensor& want) {
-  const double scale = want.abs().max().item<double>() + 1e-12;
-  return (got.to(torch::kDouble) - want).abs().max().item<double>() / scale;
 }
 
 TEST(InstanceNormActCuda, FusedMatchesFloat64ReferenceInOutputAndEveryGradient) {

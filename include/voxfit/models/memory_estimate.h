@@ -84,7 +84,8 @@ struct KernelPaths {
   /// voxfit's fused CUDA kernels run: an instance norm without affine parameters or ReLU keeps its
   /// output (and a residual added after it), not the convolution output before it
   /// (kernels::instance_norm_act); the loss keeps the outputs and per-sample sums only
-  /// (kernels::dice_ce_fused, counted by train::predict_step_memory).
+  /// (kernels::dice_ce_fused, counted by train::predict_step_memory); SwinUNETR's layer norms keep
+  /// their input as given and return its dtype (kernels::layer_norm), not a float32 cast.
   bool fused_kernels = false;
   /// A decoder keeps its upsampled input instead of the concatenation: kernels::convs_of_concat.
   bool lean_decoders = false;

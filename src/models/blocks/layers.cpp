@@ -15,6 +15,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/kernels/conv_of_concat.h"
 #include "voxfit/kernels/instance_norm_act.h"
+#include "voxfit/kernels/layer_norm.h"
 
 namespace voxfit::models {
 
@@ -44,6 +45,13 @@ torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& s) {
 bool norm_cancels_conv_bias(const nn::AnyModule& norm) {
   return kernels::kernel_mode() == kernels::KernelMode::kFused &&
          (norm.ptr()->as<nn::InstanceNorm3dImpl>() || norm.ptr()->as<nn::InstanceNorm2dImpl>());
+}
+
+torch::Tensor apply_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x) {
+  const auto& o = norm->options;
+  if (o.normalized_shape().size() != 1 || x.dim() < 1 || x.size(-1) != o.normalized_shape()[0])
+    return torch::layer_norm(x, o.normalized_shape(), norm->weight, norm->bias, o.eps());  // ATen's errors
+  return kernels::layer_norm(x, norm->weight, norm->bias, o.eps());
 }
 
 torch::Tensor apply_conv(nn::AnyModule& conv, const torch::Tensor& x, int64_t stride, bool with_bias) {

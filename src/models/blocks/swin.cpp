@@ -4,6 +4,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/kernels/instance_norm_act.h"
+#include "voxfit/kernels/layer_norm.h"
 #include "voxfit/models/attention.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
@@ -196,7 +197,7 @@ torch::Tensor SwinBlockImpl::forward(const torch::Tensor& x, const torch::Tensor
   const auto [w, s] = window_and_shift(size, window_, shift_);
   const Size3 padded = padded_to_windows(size, w);
   const Size3 pad = {padded[0] - size[0], padded[1] - size[1], padded[2] - size[2]};
-  const auto y = norm1_(x);
+  const auto y = apply_layer_norm(norm1_, x);
   const bool shifted = s[0] > 0 || s[1] > 0 || s[2] > 0;
   const torch::Tensor shift_mask = shifted ? mask : torch::Tensor();
   torch::Tensor attended;
@@ -216,7 +217,7 @@ torch::Tensor SwinBlockImpl::forward(const torch::Tensor& x, const torch::Tensor
     attended = padding ? t.index({Slice(), Slice(0, size[0]), Slice(0, size[1]), Slice(0, size[2])}).contiguous() : t;
   }
   const auto h = x + attended;
-  return h + mlp_(norm2_(h));
+  return h + mlp_(apply_layer_norm(norm2_, h));
 }
 
 PatchMergingImpl::PatchMergingImpl(int64_t dim) {
@@ -234,7 +235,7 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
   // MONAI keeps v0.9's order, which repeats two neighbours and drops two, for its pretrained weights.
   y = torch::cat(
       {at(0, 0, 0), at(1, 0, 0), at(0, 1, 0), at(0, 0, 1), at(1, 0, 1), at(0, 1, 0), at(0, 0, 1), at(1, 1, 1)}, -1);
-  return apply_linear(reduction_, norm_(y));
+  return apply_linear(reduction_, apply_layer_norm(norm_, y));
 }
 
 SwinTransformerImpl::SwinTransformerImpl(const SwinTransformerOptions& o) : options_(o) {
@@ -298,7 +299,7 @@ torch::Tensor SwinTransformerImpl::run_stage(size_t stage, const torch::Tensor& 
 namespace {
 torch::Tensor normalize_channels(const torch::Tensor& x) {
   const auto cl = x.permute({0, 2, 3, 4, 1});
-  return torch::layer_norm(cl, {x.size(1)}).permute({0, 4, 1, 2, 3});
+  return kernels::layer_norm(cl, {}, {}).permute({0, 4, 1, 2, 3});
 }
 }  // namespace
 

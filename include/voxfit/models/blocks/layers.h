@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/types.h>
 
 #include <string>
@@ -72,6 +73,11 @@ inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::T
       x, layer->weight,
       layer->bias.defined() ? c10::optional<torch::Tensor>(layer->bias) : c10::optional<torch::Tensor>());
 }
+
+/// A LayerNorm module (normalised over the last dimension) through kernels::layer_norm: voxfit's
+/// kernel on CUDA under `--kernels fused`, which keeps the input as given and returns its dtype
+/// (ATen under autocast keeps a float32 cast and returns float32), else the module's own ATen op.
+torch::Tensor apply_layer_norm(const torch::nn::LayerNorm& norm, const torch::Tensor& x);
 
 /// Fills `t` from N(0, std) truncated to [a, b] (absolute bounds, as timm's and MONAI's
 /// trunc_normal_), by inverting the normal CDF like PyTorch's implementation.
