@@ -80,11 +80,11 @@ memory::StaticInventory predicted_statics(models::NetworkImpl& net, const StepOp
 // the largest recomputation); then, block by block in reverse, the activations of the blocks not
 // yet passed, the gradients of those passed and the block's own transients (and recomputation).
 std::int64_t backward_peak(const models::ActivationEstimate& act, std::int64_t other,
-                           double gradient_bytes_per_parameter) {
+                           double gradient_bytes_per_parameter, double transient_factor) {
   std::int64_t kept = act.total(), recomputed = 0, gradients = 0;
   for (const auto& block : act.blocks) recomputed = std::max(recomputed, block.recomputed);
-  const auto transients = [](std::int64_t largest) {
-    return static_cast<std::int64_t>(kBackwardTransients * static_cast<double>(largest));
+  const auto transients = [transient_factor](std::int64_t largest) {
+    return static_cast<std::int64_t>(transient_factor * static_cast<double>(largest));
   };
   std::int64_t peak = kept + other + transients(act.largest_tensor) + recomputed;
   for (auto it = act.blocks.rbegin(); it != act.blocks.rend(); ++it) {
@@ -137,7 +137,8 @@ memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std:
       before_forward + backward_peak(act, other,
                                      block_parameters == 0
                                          ? 0.0
-                                         : static_cast<double>(gradients) / static_cast<double>(block_parameters));
+                                         : static_cast<double>(gradients) / static_cast<double>(block_parameters),
+                                     backward_transients(paths));
   const std::int64_t optimizer_peak = before_forward + gradients + 2 * largest_parameter;
   const std::int64_t peak = std::max(backward, optimizer_peak);
   b.peak_phase = backward >= optimizer_peak ? "backward" : "optimizer_step";

@@ -25,11 +25,11 @@ memory::MemoryBreakdown step_breakdown(const memory::MemoryTracker& tracker, Tra
 /// a measured breakdown has (memory::make_breakdown), at the largest of these moments:
 /// - backward begins: static + batch + every block's saved activations (models::estimate_activations)
 ///   + other activations (what the loss keeps, less the network outputs it does not) + transients
-///   of kBackwardTransients x the largest activation tensor + the largest recomputation of a
+///   of backward_transients(paths) x the largest activation tensor + the largest recomputation of a
 ///   checkpointed block (models::BlockActivations::recomputed);
 /// - backward passes block i (blocks in reverse): static + batch + the activations of blocks 0..i +
 ///   the gradients of the blocks after i (their parameters, at the trainable parameters' bytes per
-///   element) + block i's transients (kBackwardTransients x its largest tensor) and recomputation;
+///   element) + block i's transients (the same factor x its largest tensor) and recomputation;
 /// - optimiser step: static + batch + gradients (one per trainable parameter, its dtype) +
 ///   2 x the largest parameter (AdamW's denominator; SGD's decayed and Nesterov gradients).
 /// The peak is split as a measured backward peak is, whichever moment it is (peak_phase says which):
@@ -45,6 +45,15 @@ memory::MemoryBreakdown predict_step_memory(models::NetworkImpl& net, const std:
 /// it (L/2) and what the other ops of the stage hold meanwhile. Fitted to CPU measurements of
 /// unet3d and unetr (2.22 to 2.27 at batch 1 and 2, 32^3 and 64^3), not derived op by op.
 inline constexpr double kBackwardTransients = 2.25;
+/// The same on voxfit's fused CUDA path (KernelPaths::fused_kernels), whose norm backward writes dx
+/// in one pass and whose loss backward writes one gradient: fitted to H100 measurements of unet3d
+/// (0.77 L at batch 1 and 4, channels-last) and unetr (2.4 L) in fp16 at 96^3
+/// (experiments/memory/results/h100/fused-loss/), the value that puts both peaks within 8%.
+inline constexpr double kBackwardTransientsFused = 1.5;
+/// The factor predict_step_memory uses for `paths`.
+inline double backward_transients(const models::KernelPaths& paths) {
+  return paths.fused_kernels ? kBackwardTransientsFused : kBackwardTransients;
+}
 
 /// The breakdown measured over `steps` real training steps of `net` on `device` with `options`, on
 /// a random batch of `input_shape` (labels drawn over the network's classes), spatial augmentation
