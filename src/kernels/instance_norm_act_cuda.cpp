@@ -45,8 +45,6 @@ torch::Tensor floats(int64_t n, const torch::Tensor& like) {
   return torch::empty({n}, like.options().dtype(torch::kFloat).memory_format(c10::MemoryFormat::Contiguous));
 }
 
-const float* ptr_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
-
 struct ForwardResult {
   torch::Tensor y, mean, rstd;
 };
@@ -64,10 +62,6 @@ ForwardResult run_forward(const torch::Tensor& x, const torch::Tensor& w32, cons
                                   c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return r;
-}
-
-torch::Tensor as_float(const torch::Tensor& t) {
-  return t.defined() ? t.to(torch::kFloat).contiguous() : torch::Tensor();
 }
 
 class InstanceNormActFunction : public torch::autograd::Function<InstanceNormActFunction> {

@@ -25,12 +25,6 @@ cuda::RowShape shape_of(const torch::Tensor& x) {
   return s;
 }
 
-torch::Tensor as_float(const torch::Tensor& t) {
-  return t.defined() ? t.to(torch::kFloat).contiguous() : torch::Tensor();
-}
-
-float* ptr_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
-
 struct ForwardResult {
   torch::Tensor y, mean, rstd;
 };
