@@ -40,14 +40,15 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Elements a lane holds (a power of two covering width / 32) and rows a warp takes at once.
+// Elements a lane holds (a power of two covering width / 32) and rows a warp takes at once: about
+// eight elements in flight per thread.
 int per_lane(int64_t width) {
   int per = 1;
   while (per * 32 < width) per *= 2;
   return per;
 }
-// (kernels' ROWS: 8 / PER, at least 1.)
-int rows_at_once(int64_t width) { return width > kMaxRegisterWidth ? 1 : std::max(1, 8 / per_lane(width)); }
+constexpr int rows_for(int per) { return per >= 8 ? 1 : 8 / per; }
+int rows_at_once(int64_t width) { return width > kMaxRegisterWidth ? 1 : rows_for(per_lane(width)); }
 
 // Blocks of a launch: enough warps for every group of rows, at most four blocks an SM (the warps'
 // partial rows in backward grow with the grid).
@@ -253,7 +254,7 @@ void forward_typed(const RowShape& s, const void* xv, const float* weight, const
     if constexpr (kPer == 0)
       forward_loop<T><<<blocks, kThreads, 0, stream>>>(x, weight, bias, s.rows, width, eps, y, mean, rstd);
     else
-      forward_registers<T, kPer, (kPer >= 8 ? 1 : 8 / kPer)>
+      forward_registers<T, kPer, rows_for(kPer)>
           <<<blocks, kThreads, 0, stream>>>(x, weight, bias, s.rows, width, eps, y, mean, rstd);
   });
 }
@@ -271,7 +272,7 @@ void backward_typed(const RowShape& s, const void* dyv, const void* xv, const fl
     if constexpr (kPer == 0)
       backward_loop<T><<<blocks, kThreads, 0, stream>>>(dy, x, mean, rstd, weight, s.rows, width, dx, pdw, pdb);
     else
-      backward_registers<T, kPer, (kPer >= 8 ? 1 : 8 / kPer)>
+      backward_registers<T, kPer, rows_for(kPer)>
           <<<blocks, kThreads, 0, stream>>>(dy, x, mean, rstd, weight, s.rows, width, dx, pdw, pdb);
   });
 }

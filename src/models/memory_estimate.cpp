@@ -91,8 +91,14 @@ class Tally {
   // Instance norm over `channels`: per (sample, channel) statistics and, affine, the weight
   // repeated per sample (batch_norm's backward reads it; the repeated bias is freed).
   void instance_norm(std::int64_t channels, bool affine) { keep((affine ? 3 : 2) * channels, c10::kFloat); }
-  // Layer norm over `rows` rows: mean and rstd per row; the float32 output is the caller's.
+  // Layer norm over `rows` rows: mean and rstd per row; the output is the caller's.
   void layer_norm(std::int64_t rows) { keep(2 * rows, c10::kFloat); }
+  // The dtype in which a layer norm of an `input` tensor keeps it for backward and returns its
+  // output: ATen under autocast casts to float32; kernels::layer_norm (SwinUNETR's norms on the
+  // fused path) keeps and returns the input's dtype. A float32 input stays float32 either way.
+  ScalarType layer_norm_dtype(ScalarType input) const {
+    return autocast() && !paths_.fused_kernels ? c10::kFloat : input;
+  }
 
   void output(std::int64_t elements, ScalarType dtype) {
     keep(elements, dtype);
@@ -214,7 +220,7 @@ ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std:
 // saves. kernels::layer_norm (SwinUNETR's norms on the fused path) keeps the input as given, which
 // the caller counts as the stream's.
 void pre_norm(Tally& t, std::int64_t tokens, std::int64_t hidden, ScalarType stream) {
-  if (t.autocast() && stream != c10::kFloat && !t.paths().fused_kernels) t.keep(tokens * hidden, c10::kFloat);
+  if (t.layer_norm_dtype(stream) != stream) t.keep(tokens * hidden, c10::kFloat);
   t.layer_norm(tokens);
 }
 
@@ -371,7 +377,7 @@ void swin_stage(Tally& t, const SwinUNETROptions& o, std::size_t stage, const Si
   // Patch merging: the 8-way concatenation (as the norm saves it: ATen under autocast casts it to
   // float32, kernels::layer_norm keeps it as it is), the norm's output, and the reduction's
   // [tokens / 8, 2 dim] output.
-  t.keep(tokens * dim, t.paths().fused_kernels ? c : c10::kFloat);
+  t.keep(tokens * dim, t.layer_norm_dtype(c));
   t.layer_norm(tokens / 8);
   linear_after_norm(t, 8 * dim * 2 * dim, tokens * dim);
 }
@@ -397,19 +403,14 @@ ActivationEstimate estimate_swin_unetr(const SwinUNETRImpl& net, const std::vect
       if (merged) t.keep(elements, c);
       return c;
     }
-    if (t.paths().fused_kernels) {
-      if (merged && !rest) t.keep(elements, c);
-      t.layer_norm(elements / channels);
-      t.keep(elements, c);
-      return c;
-    }
-    if (t.autocast())
-      t.keep(elements, f32);
+    const ScalarType normed = t.layer_norm_dtype(c);
+    if (normed != c)
+      t.keep(elements, normed);  // the cast the norm keeps
     else if (merged && !rest)
       t.keep(elements, c);
     t.layer_norm(elements / channels);
-    t.keep(elements, f32);
-    return f32;
+    t.keep(elements, normed);
+    return normed;
   };
   std::vector<ScalarType> dtypes = {hidden(f * at(1), f, false)};
   for (std::size_t s = 0; s < 4; ++s) {
