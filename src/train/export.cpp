@@ -1,7 +1,9 @@
 #include "voxfit/train/export.h"
 
 #include <ATen/core/Dict.h>
-#include <torch/serialize.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,26 @@ namespace fs = std::filesystem;
 namespace {
 
 bool is_true(const std::string& v) { return v == "true" || v == "1" || v == "yes" || v == "on"; }
+
+// torch.save's zip format holding `value`, as torch::pickle_save writes it but without the type
+// tags TorchScript adds to a typed dict (a torch.jit._pickle.restore_type_tag call): torch.load's
+// weights_only unpickler, the default since PyTorch 2.6, refuses that global.
+std::string pickle_untagged(const c10::IValue& value) {
+  std::string data;
+  torch::jit::Pickler pickler([&](const char* bytes, size_t size) { data.append(bytes, size); }, nullptr, nullptr,
+                              nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::string archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {
+    archive.append(static_cast<const char*>(bytes), size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", data.data(), data.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return archive;
+}
 
 std::vector<int64_t> integers(const std::string& v) {
   std::vector<int64_t> out;
@@ -125,7 +147,7 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
   for (const auto& b : net->named_buffers()) add(b.key(), b.value());
   summary.kept = static_cast<int64_t>(kept.size());
 
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  const std::string bytes = pickle_untagged(c10::IValue(dict));
   nlohmann::json config = nlohmann::json::parse(meta.config_json);
   const nlohmann::json side = {{"format", "PyTorch state dict (torch.load), parameters and buffers"},
                                {"weights", output.filename().string()},
@@ -144,7 +166,7 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
                                {"trained_with_voxfit", config.value("voxfit", "")},
                                {"voxfit", voxfit_version()},
                                {"torch", torch_version()}};
-  write_file_atomic(output, std::string(bytes.begin(), bytes.end()));
+  write_file_atomic(output, bytes);
   write_file_atomic(sidecar, side.dump(2) + "\n");
   return summary;
 }

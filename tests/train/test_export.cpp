@@ -2,6 +2,7 @@
 // Python), its keys against MONAI 1.5's own state-dict keys and shapes for the same settings
 // (tests/train/data/monai_*_keys.txt, written by tests/python/monai_keys.py), its values against
 // the checkpointed network, the sidecar, and the one-line errors.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
@@ -103,6 +104,13 @@ std::map<std::string, torch::Tensor> read_state_dict(const fs::path& path) {
   std::map<std::string, torch::Tensor> out;
   for (const auto& e : value.toGenericDict()) out[e.key().toStringRef()] = e.value().toTensor();
   return out;
+}
+
+// The pickle (data.pkl) of a torch.save archive.
+std::string pickle_of(const fs::path& path) {
+  caffe2::serialize::PyTorchStreamReader reader(path.string());
+  const auto [data, size] = reader.getRecord("data.pkl");
+  return std::string(static_cast<const char*>(data.get()), size);
 }
 
 // "key d0,d1,..." lines.
@@ -238,6 +246,25 @@ TEST_F(ExportTest, VoxfitNamesAndNetworksWithoutMonaiCounterpartKeepVoxfitsNames
     EXPECT_EQ(side["model"], n.model);
     EXPECT_TRUE(side["monai"].is_null()) << n.model;
   }
+}
+
+// torch.load's default since PyTorch 2.6 (weights_only=True) refuses every global outside its allow
+// list; LibTorch's pickle_save tags a typed dict with torch.jit._pickle.restore_type_tag, which is
+// not on it (tests/python/check_export.py loads the export with weights_only=True).
+TEST_F(ExportTest, StateDictNamesNoTorchScriptTypeTagThatTorchLoadWeightsOnlyRefuses) {
+  write_export_checkpoint(dir() / "last.pt", small_unet3d());
+  export_state_dict(dir() / "last.pt", dir() / "w.pt", ExportNames::kVoxfit);
+  const std::string pkl = pickle_of(dir() / "w.pt");
+  EXPECT_NE(pkl.find("_rebuild_tensor_v2"), std::string::npos);
+  EXPECT_EQ(pkl.find("torch.jit"), std::string::npos);
+  EXPECT_EQ(pkl.find("restore_type_tag"), std::string::npos);
+  // The check sees the tag where LibTorch's own pickle_save of a typed dict writes it.
+  const auto tagged = torch::pickle_save(c10::IValue(c10::Dict<std::string, at::Tensor>()));
+  {
+    std::ofstream f(dir() / "tagged.pt", std::ios::binary);
+    f.write(tagged.data(), static_cast<std::streamsize>(tagged.size()));
+  }
+  EXPECT_NE(pickle_of(dir() / "tagged.pt").find("restore_type_tag"), std::string::npos);
 }
 
 TEST_F(ExportTest, MissingOrCorruptCheckpointAndMissingFolderAreOneLineErrorsNamingThePath) {
