@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Checks a `voxfit export` state dict from Python:
-    python3 tests/python/check_export.py WEIGHTS [MONAI_MODEL]
-torch.load's the file (a dict of name -> tensor); where MONAI is importable, builds MONAI_MODEL
-(UNETR or SwinUNETR; default: the sidecar's MONAI class with its arguments) and loads the dict
-with strict=False, printing the missing and unexpected keys. Exits non-zero when loading fails or
-a key's shape differs from MONAI's."""
+    python3 tests/python/check_export.py WEIGHTS [MONAI_MODEL] [--input X.pt --expect Y.pt]
+torch.load's the file (a dict of name -> tensor, with torch.load's default weights_only=True);
+where MONAI is importable, builds MONAI_MODEL (UNETR or SwinUNETR; default: the sidecar's MONAI
+class with its arguments) and loads the dict with strict=False, printing the missing and unexpected
+keys. With --input and --expect (tensors torch.load reads), MONAI's network in eval mode runs on X
+and its output must equal Y (voxfit's output for X) to a relative 1e-4 of Y's largest magnitude.
+Exits non-zero when loading fails, a key's shape differs from MONAI's or the outputs differ."""
+import argparse
 import json
 import os
 import sys
@@ -13,9 +16,13 @@ import torch
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    weights = sys.argv[1]
+    parser = argparse.ArgumentParser(usage=__doc__)
+    parser.add_argument("weights")
+    parser.add_argument("monai_model", nargs="?")
+    parser.add_argument("--input")
+    parser.add_argument("--expect")
+    args = parser.parse_args()
+    weights = args.weights
     state = torch.load(weights, map_location="cpu", weights_only=True)
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         sys.exit(f"{weights}: not a dict of tensors")
@@ -32,7 +39,7 @@ def main():
         return 0
     spec = sidecar.get("monai") or {}
     kwargs = dict(spec.get("kwargs", {}))
-    name = sys.argv[2] if len(sys.argv) > 2 else spec.get("class", "").rsplit(".", 1)[-1]
+    name = args.monai_model or spec.get("class", "").rsplit(".", 1)[-1]
     if not name:
         print("no MONAI counterpart named in the sidecar and none given: checked torch.load only")
         return 0
@@ -57,7 +64,23 @@ def main():
         print(f"  missing: {k}")
     for k in result.unexpected_keys:
         print(f"  unexpected: {k}")
-    return 1 if bad else 0
+    if bad:
+        return 1
+    if args.input and args.expect:
+        x = torch.load(args.input, map_location="cpu", weights_only=True)
+        expect = torch.load(args.expect, map_location="cpu", weights_only=True)
+        model.eval()
+        with torch.no_grad():
+            out = model(x)
+        if out.shape != expect.shape:
+            print(f"output shape differs: MONAI {tuple(out.shape)}, voxfit {tuple(expect.shape)}")
+            return 1
+        diff = (out - expect).abs().max().item()
+        scale = expect.abs().max().item()
+        print(f"{name} output against voxfit's: max |difference| {diff:.3g} (largest |value| {scale:.3g})")
+        if not diff <= 1e-4 * max(scale, 1e-12):
+            return 1
+    return 0
 
 
 if __name__ == "__main__":

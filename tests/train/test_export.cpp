@@ -7,6 +7,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -265,6 +266,49 @@ TEST_F(ExportTest, StateDictNamesNoTorchScriptTypeTagThatTorchLoadWeightsOnlyRef
     f.write(tagged.data(), static_cast<std::streamsize>(tagged.size()));
   }
   EXPECT_NE(pickle_of(dir() / "tagged.pt").find("restore_type_tag"), std::string::npos);
+}
+
+// MONAI's own UNETR and SwinUNETR, loaded with the export in Python, compute what voxfit's network
+// computes (tests/python/check_export.py --input --expect): the names map parameters that play the
+// same part, not only ones of the same shape. Needs python3 with torch and MONAI; MONAI comes from
+// the environment's PYTHONPATH or the staged .shared-data/peers (tools/stage-device-data.sh), and
+// the test is skipped where neither has it (a fresh clone).
+TEST_F(ExportTest, MonaisNetworkWithTheExportComputesVoxfitsOutput) {
+  std::string pythonpath = (test::source_dir() / ".shared-data" / "peers").string();
+  if (const char* env = std::getenv("PYTHONPATH")) pythonpath += std::string(":") + env;
+  const std::string python = "PYTHONPATH='" + pythonpath + "' python3";
+  if (std::system((python + " -c 'import torch, monai' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "python3 with torch and MONAI is not available";
+  // SwinUNETR's bottleneck is 1/32 of its input, and MONAI's instance norm refuses a single voxel.
+  NetSpec swin = small_swin_unetr();
+  swin.ctx.patch = {64, 64, 64};
+  for (const auto& n : {small_unetr(), swin}) {
+    const auto net = write_export_checkpoint(dir() / "best.pt", n);
+    export_state_dict(dir() / "best.pt", dir() / "weights.pt", ExportNames::kMonai);
+    torch::manual_seed(3);
+    const auto x = torch::randn({1, 1, n.ctx.patch[0], n.ctx.patch[1], n.ctx.patch[2]});
+    net->eval();
+    torch::Tensor y;
+    {
+      torch::NoGradGuard no_grad;
+      y = net->forward(x).at(0);
+    }
+    for (const auto& [name, t] : {std::pair{"x.pt", x}, std::pair{"y.pt", y}}) {
+      const auto bytes = torch::pickle_save(c10::IValue(t));
+      std::ofstream f(dir() / name, std::ios::binary);
+      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    const std::string cmd = python + " '" + (test::source_dir() / "tests" / "python" / "check_export.py").string() +
+                            "' '" + (dir() / "weights.pt").string() + "' --input '" + (dir() / "x.pt").string() +
+                            "' --expect '" + (dir() / "y.pt").string() + "' > '" + (dir() / "check.log").string() +
+                            "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream log(dir() / "check.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(rc, 0) << n.model << ":\n" << text;
+    EXPECT_NE(text.find("output against voxfit's"), std::string::npos) << n.model << ":\n" << text;
+    fs::remove(dir() / "best.pt");
+  }
 }
 
 TEST_F(ExportTest, MissingOrCorruptCheckpointAndMissingFolderAreOneLineErrorsNamingThePath) {

@@ -232,9 +232,9 @@ torch::Tensor PatchMergingImpl::forward(const torch::Tensor& x) {
   const auto at = [&y](int64_t i, int64_t j, int64_t k) {
     return y.index({Slice(), Slice(i, None, 2), Slice(j, None, 2), Slice(k, None, 2), Slice()});
   };
-  // MONAI keeps v0.9's order, which repeats two neighbours and drops two, for its pretrained weights.
+  // The eight neighbours in the order of MONAI 1.5's PatchMerging (d, h, w offsets).
   y = torch::cat(
-      {at(0, 0, 0), at(1, 0, 0), at(0, 1, 0), at(0, 0, 1), at(1, 0, 1), at(0, 1, 0), at(0, 0, 1), at(1, 1, 1)}, -1);
+      {at(0, 0, 0), at(1, 0, 0), at(0, 1, 0), at(0, 0, 1), at(1, 1, 0), at(1, 0, 1), at(0, 1, 1), at(1, 1, 1)}, -1);
   return apply_linear(reduction_, apply_layer_norm(norm_, y));
 }
 

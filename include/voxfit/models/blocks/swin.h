@@ -81,7 +81,7 @@ class SwinBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SwinBlock);
 
-/// MONAI's PatchMerging ("merging", v0.9 order): 2x2x2 neighbours concatenated, LayerNorm(8C),
+/// MONAI 1.5's PatchMerging ("merging"): the 2x2x2 neighbours concatenated in its order, LayerNorm(8C),
 /// Linear(8C -> 2C) without bias. [B, D, H, W, C] -> [B, D/2, H/2, W/2, 2C].
 class PatchMergingImpl : public torch::nn::Module {
  public:
