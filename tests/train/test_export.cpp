@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "support/test_support.h"
+#include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "voxfit/models/monai_names.h"
 #include "voxfit/train/checkpoint.h"
@@ -261,10 +262,7 @@ TEST_F(ExportTest, StateDictNamesNoTorchScriptTypeTagThatTorchLoadWeightsOnlyRef
   EXPECT_EQ(pkl.find("restore_type_tag"), std::string::npos);
   // The check sees the tag where LibTorch's own pickle_save of a typed dict writes it.
   const auto tagged = torch::pickle_save(c10::IValue(c10::Dict<std::string, at::Tensor>()));
-  {
-    std::ofstream f(dir() / "tagged.pt", std::ios::binary);
-    f.write(tagged.data(), static_cast<std::streamsize>(tagged.size()));
-  }
+  write_file_atomic(dir() / "tagged.pt", std::string(tagged.begin(), tagged.end()));
   EXPECT_NE(pickle_of(dir() / "tagged.pt").find("restore_type_tag"), std::string::npos);
 }
 
@@ -295,8 +293,7 @@ TEST_F(ExportTest, MonaisNetworkWithTheExportComputesVoxfitsOutput) {
     }
     for (const auto& [name, t] : {std::pair{"x.pt", x}, std::pair{"y.pt", y}}) {
       const auto bytes = torch::pickle_save(c10::IValue(t));
-      std::ofstream f(dir() / name, std::ios::binary);
-      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      write_file_atomic(dir() / name, std::string(bytes.begin(), bytes.end()));
     }
     const std::string cmd = python + " '" + (test::source_dir() / "tests" / "python" / "check_export.py").string() +
                             "' '" + (dir() / "weights.pt").string() + "' --input '" + (dir() / "x.pt").string() +
