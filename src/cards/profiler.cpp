@@ -132,6 +132,7 @@ PreparedStep prepare_segmentation(const ProfileOptions& o) {
   models::ModelContext ctx = models::find_model(o.model).defaults;
   ctx.patch = o.patch;
   ctx.attention = o.attention;
+  for (const auto& [name, value] : o.params) ctx.params[name] = value;
   ctx.channels_last = models::resolve_channels_last(models::find_model(o.model), o.channels_last, device);
   train::StepOptions so;
   so.precision = precision;
@@ -231,6 +232,9 @@ void validate(const ProfileOptions& o) {
     throw ConfigError("cards profile: warm-up, timed and profiled steps must each be >= 1");
   if (is_reference_model(o.model)) {
     (void)bench::parse_precision(o.precision, "--precision");
+    if (!o.params.empty())
+      throw ConfigError("cards profile: " + o.model + " runs the benchmark protocol's architecture; '" +
+                        o.params.begin()->first + "' applies to the segmentation models only");
   } else {
     (void)train::parse_precision(o.precision);
     if (o.patch.size() != 3) throw ConfigError("cards profile: --patch needs 3 sizes for " + o.model);

@@ -7,6 +7,7 @@
 #include "voxfit/cards/prediction_report.h"
 #include "voxfit/cards/profiler.h"
 #include "voxfit/cli/commands.h"
+#include "voxfit/cli/model_options.h"
 #include "voxfit/cli/options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
@@ -58,12 +59,16 @@ void add_profile_options(CommandSpec& spec) {
      "segmentation training: time the step replayed as one CUDA graph, as train runs it (the "
      "profiled steps stay eager, so kernels keep their operators)");
   // clang-format on
+  po::options_description architecture("Architecture (segmentation models, as train takes them)");
+  add_architecture_options(architecture);
+  spec.options.add(architecture);
 }
 
 cards::ProfileOptions profile_options(const po::variables_map& vm, const std::string& where) {
   if (!vm.count("model")) throw ConfigError(where + ": --model is required");
   cards::ProfileOptions o;
   o.model = vm["model"].as<std::string>();
+  o.params = architecture_params_from(vm, o.model);
   o.precision = vm["precision"].as<std::string>();
   o.train = vm["train"].as<bool>();
   o.batch = vm["batch"].as<std::int64_t>();

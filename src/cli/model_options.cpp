@@ -57,9 +57,13 @@ void add_model_options(CommandSpec& spec) {
       "channels-last", po::value<std::string>()->default_value("auto")->implicit_value("on")->value_name("auto|on|off"),
       "channels-last memory format (ChannelsLast3d for 3D nets); auto: on for the networks measured faster "
       "that way (unet3d) on a CUDA device, else off");
+  add_architecture_options(group);
+  spec.options.add(group);
+}
+
+void add_architecture_options(po::options_description& group) {
   for (const auto& [name, help] : parameter_help())
     group.add_options()(dashed(name).c_str(), po::value<std::string>()->value_name("VALUE"), help.c_str());
-  spec.options.add(group);
 }
 
 std::vector<int64_t> parse_patch(const std::string& text, size_t dims, const std::string& what) {
@@ -103,6 +107,14 @@ models::ModelContext model_context_from(const po::variables_map& vm, const std::
     const torch::Device device = vm.count("device") ? parse_device(vm["device"].as<std::string>()) : torch::kCPU;
     ctx.channels_last = models::resolve_channels_last(entry, requested, device);
   }
+  for (auto& [name, value] : architecture_params_from(vm, model, only_own_params)) ctx.params[name] = value;
+  return ctx;
+}
+
+std::map<std::string, std::string> architecture_params_from(const po::variables_map& vm, const std::string& model,
+                                                            bool only_own_params) {
+  const models::ModelEntry& entry = models::find_model(model);
+  std::map<std::string, std::string> params;
   for (const auto& [name, help] : parameter_help()) {
     const std::string key = dashed(name);
     if (!vm.count(key) || vm[key].as<std::string>().empty()) continue;
@@ -114,9 +126,9 @@ models::ModelContext model_context_from(const po::variables_map& vm, const std::
       for (const auto& p : entry.params) names += (names.empty() ? "" : ", ") + ("--" + dashed(p.name));
       throw ConfigError("--" + key + " is not a parameter of " + model + " (its parameters: " + names + ")");
     }
-    ctx.params[name] = vm[key].as<std::string>();
+    params[name] = vm[key].as<std::string>();
   }
-  return ctx;
+  return params;
 }
 
 }  // namespace voxfit::cli

@@ -266,6 +266,11 @@ TEST_F(CardsProfile, PredictAndProfileFailClearlyOnBadInput) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   r = test::run_voxfit("cards predict --output " + (dir() / "out").string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
+  // Architecture parameters are checked against the model, as train checks them, before any GPU work.
+  r = test::run_voxfit("cards profile --model unet3d --train --feature-size 24 --output " + (dir() / "p.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--feature-size is not a parameter of unet3d"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir() / "p.json"));
   if (!torch::cuda::is_available()) {
     r = test::run_voxfit("cards profile --model resnet50 --output " + (dir() / "p.json").string());
     EXPECT_EQ(r.exit_code, 2);

@@ -7,6 +7,7 @@
 // inference) of the train module at a patch and batch.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ struct ProfileOptions {
   /// attribute kernels and FLOPs to). Segmentation models take `channels_last` too (unset: as
   /// `voxfit train` resolves auto on CUDA, models::resolve_channels_last).
   bool cuda_graph = true;
+  /// Architecture parameters by registry name (e.g. "deep_supervision" -> "false"), as `train` takes them.
+  std::map<std::string, std::string> params;
 };
 
 /// Throws ConfigError for bad values and UnsupportedError without a CUDA device.

@@ -2,6 +2,7 @@
 // The network options shared by every command that builds one (models, train, sweep, bench):
 // declared once here so the CLI and .ini files name them the same everywhere.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,15 @@ namespace voxfit::cli {
 /// --channels-last, and one string option
 /// `--<param-with-dashes>` per distinct ModelParam name in the registry (unset = the model's default).
 void add_model_options(CommandSpec& spec);
+
+/// One string option `--<param-with-dashes>` per distinct ModelParam name in the registry (the
+/// architecture parameters: --feature-size, --deep-supervision, ...), added to `group`.
+void add_architecture_options(po::options_description& group);
+
+/// The architecture parameters the user gave (add_architecture_options) for `model`, by registry
+/// name. Throws ConfigError for a parameter `model` does not have unless `only_own_params`.
+std::map<std::string, std::string> architecture_params_from(const po::variables_map& vm, const std::string& model,
+                                                            bool only_own_params = false);
 
 /// The context for `model`: its registry entry's defaults (ModelEntry::defaults), overridden by
 /// every option the user gave. Throws ConfigError naming the option, also for a parameter the
