@@ -49,9 +49,9 @@ if has kernels; then
   for spec in "${specs[@]}"; do
     IFS='|' read -r m b v extra <<<"$spec"
     tag=$m${extra:+_$(tr -cs 'a-z0-9' '_' <<<"$extra" | sed 's/_*$//')}
-    # 128^3 patches: the CT at 1.0 mm (90 voxels deep; 60 at 1.5 mm).
+    # 128^3 patches: the CT at 0.7 mm (129 voxels deep; 60 at 1.5 mm), so a patch is CT, not padding.
     cache=$work/cache spacing=1.5
-    [[ "$extra" == *"--patch 128"* ]] && cache=$work/cache_1mm spacing=1.0
+    [[ "$extra" == *"--patch 128"* ]] && cache=$work/cache_07mm spacing=0.7
     CACHE=$cache SPACING=$spacing OUT=$logs/k_$tag MODELS=$m BATCHES=$b VARIANTS=$v TRAIN_ARGS=$extra TESTS=0 bash experiments/kernels/run.sh >/dev/null 2>&1
     { echo; echo "## throughput $m $extra"; cat "$logs/k_$tag/kernels.md"; } >>"$summary"
   done

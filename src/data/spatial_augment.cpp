@@ -58,9 +58,14 @@ void augment_spatial(Batch& batch, const SpatialAugmentOptions& o, std::uint64_t
   if (chosen.empty()) return;
   const auto device = batch.image.device();
   const auto n = static_cast<std::int64_t>(chosen.size());
-  const torch::Tensor idx = torch::tensor(chosen, torch::kInt64).to(device);
+  // To a CUDA device through pinned memory without waiting: a pageable copy would block the host
+  // until the GPU has run everything queued before it (the previous step).
+  const auto upload = [&device](const torch::Tensor& host) {
+    return device.is_cuda() ? host.pin_memory().to(device, /*non_blocking=*/true) : host.to(device);
+  };
+  const torch::Tensor idx = upload(torch::tensor(chosen, torch::kInt64));
   const torch::Tensor theta =
-      torch::from_blob(thetas.data(), {n, 3, 4}, torch::kFloat32).to(device, batch.image.scalar_type());
+      upload(torch::from_blob(thetas.data(), {n, 3, 4}, torch::kFloat32)).to(batch.image.scalar_type());
   const torch::Tensor image = batch.image.index_select(0, idx);
   const torch::Tensor grid = torch::affine_grid_generator(theta, image.sizes(), /*align_corners=*/false);
   // grid_sampler modes: interpolation 0 = (tri)linear, 1 = nearest; padding 0 = zeros.

@@ -35,7 +35,8 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options
   TORCH_CHECK(!params_.empty(), "optimizer: no parameters");
   const auto device = params_.front().device();
   step_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
-  fused_ = options_.fused && options_.kind == OptimizerKind::kAdamW && device.is_cuda() && compat::kHasFusedAdamW;
+  fused_ = options_.fused && device.is_cuda() &&
+           (options_.kind == OptimizerKind::kAdamW ? compat::kHasFusedAdamW : compat::kHasFusedSgd);
   torch::NoGradGuard no_grad;
   for (const auto& p : params_) {
     if (options_.kind == OptimizerKind::kAdamW) {
@@ -69,14 +70,10 @@ int64_t Optimizer::state_bytes() const {
 void Optimizer::clip_gradients() {
   if (options_.clip_grad_norm <= 0) return;
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> norms;
+  std::vector<torch::Tensor> grads;
   for (const auto& p : params_)
-    if (p.grad().defined()) norms.push_back(p.grad().to(torch::kFloat).norm());
-  if (norms.empty()) return;
-  const auto total = torch::stack(norms).norm();
-  const auto coef = (options_.clip_grad_norm / (total + 1e-6)).clamp_max(1.0);
-  for (auto& p : params_)
-    if (p.grad().defined()) p.grad().mul_(coef.to(p.grad().scalar_type()));
+    if (p.grad().defined()) grads.push_back(p.grad());
+  compat::clip_joint_norm_(grads, options_.clip_grad_norm);
 }
 
 void Optimizer::step(double lr, const torch::Tensor& found_inf) {
@@ -88,18 +85,46 @@ void Optimizer::step(double lr, const torch::Tensor& found_inf) {
 }
 
 void Optimizer::step(const torch::Tensor& lr, const torch::Tensor& found_inf) {
-  TORCH_CHECK(capturable(), "optimizer: a device learning rate needs fused AdamW on LibTorch >= 2.2");
+  TORCH_CHECK(capturable(),
+              "optimizer: a device learning rate needs the fused optimiser (AdamW: LibTorch >= 2.2, SGD: >= 2.4)");
   torch::NoGradGuard no_grad;
-  fused_adamw_step(0.0, &lr, found_inf);
+  if (options_.kind == OptimizerKind::kAdamW)
+    fused_adamw_step(0.0, &lr, found_inf);
+  else
+    fused_sgd_step(lr, found_inf);
 }
 
-void Optimizer::fused_adamw_step(double lr, const torch::Tensor* lr_tensor, const torch::Tensor& found_inf) {
-  const auto& o = options_;
+bool Optimizer::capturable() const {
+  return fused_ && (options_.kind == OptimizerKind::kSgd || compat::kFusedAdamwTensorLr);
+}
+
+void Optimizer::count_step(const torch::Tensor& found_inf) {
   // One shared step counter, advanced only when the step is not skipped (no host sync).
   if (found_inf.defined())
     step_.add_(1.0 - found_inf.squeeze());
   else
     step_.add_(1.0);
+}
+
+template <typename Lr>
+void Optimizer::fused_sgd_step(const Lr& lr, const torch::Tensor& found_inf) {
+  const auto& o = options_;
+  count_step(found_inf);
+  std::vector<torch::Tensor> grads, params, buffers;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    params.push_back(params_[i]);
+    grads.push_back(params_[i].grad());
+    buffers.push_back(momentum_[i]);
+  }
+  c10::optional<at::Tensor> inf;
+  if (found_inf.defined()) inf = found_inf;
+  compat::fused_sgd(params, grads, buffers, lr, o.momentum, o.weight_decay, /*nesterov=*/true, inf);
+}
+
+void Optimizer::fused_adamw_step(double lr, const torch::Tensor* lr_tensor, const torch::Tensor& found_inf) {
+  const auto& o = options_;
+  count_step(found_inf);
   std::vector<torch::Tensor> grads, params, m, v, steps;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
@@ -141,6 +166,10 @@ void Optimizer::adamw_step(double lr, const torch::Tensor& found_inf) {
 }
 
 void Optimizer::sgd_step(double lr, const torch::Tensor& found_inf) {
+  if (fused_) {
+    fused_sgd_step(lr, found_inf);
+    return;
+  }
   if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
   const auto& o = options_;
   const bool first = step_.item<float>() == 0.0f;

@@ -9,6 +9,7 @@
 #include "voxfit/core/torch_compat.h"
 #include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/models/attention.h"
+#include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/network.h"
 
@@ -301,6 +302,36 @@ TEST(Checkpoint, NoRecomputationOutsideTraining) {
   EXPECT_EQ(calls, 1);
   maybe_checkpoint(true, /*training=*/true, f, x).sum().backward();
   EXPECT_EQ(calls, 3);
+}
+
+// The patch embedding as one matrix product (`--kernels fused`) gives the convolution's tokens in
+// its order, and the same gradients for the input, the weight and the bias, in 2D and 3D, with
+// several channels and patch sizes that differ per axis.
+TEST(PatchTokens, EqualTheConvolutionsTokensAndGradients) {
+  torch::manual_seed(4);
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  struct Case {
+    std::vector<int64_t> x, w;
+  };
+  for (const auto& c : std::vector<Case>{{{2, 3, 8, 12}, {5, 3, 4, 4}}, {{2, 2, 4, 8, 12}, {6, 2, 2, 4, 4}},
+                                         {{1, 1, 16, 16, 16}, {7, 1, 16, 16, 16}}}) {
+    SCOPED_TRACE(c10::str(c.x));
+    const auto x = torch::randn(c.x, f64).requires_grad_(true);
+    const auto w = torch::randn(c.w, f64).requires_grad_(true);
+    const auto b = torch::randn({c.w[0]}, f64).requires_grad_(true);
+    const std::vector<int64_t> stride(c.w.begin() + 2, c.w.end());
+    const auto conv = c.x.size() == 4 ? torch::conv2d(x, w, b, stride) : torch::conv3d(x, w, b, stride);
+    const auto expected = conv.flatten(2).transpose(1, 2);
+    const auto got = patch_tokens(x, w, b);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_TRUE(torch::allclose(got, expected, 1e-12, 1e-12)) << (got - expected).abs().max().item<double>();
+    const auto dy = torch::randn(expected.sizes(), f64);
+    const auto want = torch::autograd::grad({expected}, {x, w, b}, {dy});
+    const auto have = torch::autograd::grad({got}, {x, w, b}, {dy});
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(torch::allclose(have[i], want[i], 1e-12, 1e-12)) << "gradient " << i;
+  }
+  EXPECT_THROW(patch_tokens(torch::randn({1, 1, 10, 16}), torch::randn({4, 1, 4, 4}), {}), c10::Error);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
 #if defined(VOXFIT_WITH_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -62,6 +63,49 @@ inline bool fused_adamw(at::TensorList params, at::TensorList grads, at::TensorL
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1;
   (void)beta2, (void)weight_decay, (void)eps, (void)found_inf;
   return false;
+}
+
+/// True where LibTorch has the fused (multi-tensor, one kernel) SGD for CUDA, with a tensor
+/// learning rate, so that a CUDA graph can capture nnU-Net's optimiser step (2.4 and later).
+inline constexpr bool kHasFusedSgd = VOXFIT_TORCH_AT_LEAST(2, 4);
+
+/// LibTorch's fused SGD over tensor lists, PyTorch's update (weight decay added to the gradient,
+/// buf = momentum * buf + grad, Nesterov's grad + momentum * buf) with a momentum buffer that
+/// starts at zero, which is the same as starting it at the first gradient; skips the update where
+/// `found_inf` is non-zero. `lr`: a double or a [] float32 tensor on the parameters' device.
+/// Returns false (and does nothing) where this LibTorch lacks it.
+template <typename Lr>
+inline bool fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, const Lr& lr,
+                      double momentum, double weight_decay, bool nesterov, const c10::optional<at::Tensor>& found_inf) {
+  static_assert(std::is_same_v<Lr, at::Tensor> || std::is_same_v<Lr, double>, "fused_sgd: lr is a double or a tensor");
+#if VOXFIT_TORCH_AT_LEAST(2, 4)
+  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, /*dampening=*/0.0, nesterov,
+                  /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/c10::nullopt, found_inf);
+  return true;
+#else
+  (void)params, (void)grads, (void)momentum_buffers, (void)lr, (void)momentum, (void)weight_decay, (void)nesterov;
+  (void)found_inf;
+  return false;
+#endif
+}
+
+/// Scales `tensors` in place so that their joint L2 norm is at most `max_norm`, without a host
+/// sync: one multi-tensor norm and one multi-tensor multiply on LibTorch 2.1+, a loop before.
+inline void clip_joint_norm_(at::TensorList tensors, double max_norm) {
+  if (tensors.empty()) return;
+  std::vector<at::Tensor> norms;
+#if VOXFIT_TORCH_AT_LEAST(2, 1)
+  norms = at::_foreach_norm(tensors);
+#else
+  for (const auto& t : tensors) norms.push_back(t.to(at::kFloat).norm());
+#endif
+  const auto total = at::stack(norms).to(at::kFloat).norm();
+  const auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+#if VOXFIT_TORCH_AT_LEAST(2, 1)
+  at::_foreach_mul_(tensors, coef);
+#else
+  for (const auto& t : tensors) t.mul_(coef.to(t.scalar_type()));
+#endif
 }
 
 /// Turns autocast on or off for one device type and sets its dtype.

@@ -1,6 +1,6 @@
 #pragma once
 // The two optimisers voxfit trains with, written against plain tensors so that their state is easy
-// to checkpoint and the CUDA path can use LibTorch 2.x's fused AdamW kernel.
+// to checkpoint and the CUDA path can use LibTorch 2.x's fused AdamW and SGD kernels.
 #include <torch/types.h>
 
 #include <memory>
@@ -20,7 +20,7 @@ struct OptimizerOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  ///< AdamW
   double momentum = 0.99;                         ///< SGD, Nesterov
   double clip_grad_norm = 0.0;                    ///< 0: off (default for AdamW; 12 for SGD as nnU-Net)
-  bool fused = true;                              ///< use the fused AdamW kernel where LibTorch has one (2.x, CUDA)
+  bool fused = true;  ///< use LibTorch's fused AdamW / SGD kernel where it has one (2.x, CUDA)
 
   /// The defaults of nnU-Net (SGD) or of the transformer papers (AdamW) for a kind.
   static OptimizerOptions defaults_for(OptimizerKind kind);
@@ -42,9 +42,10 @@ class Optimizer {
   /// The same update with `lr` read from a [] float32 tensor on the parameters' device when the
   /// step runs, so that a CUDA graph that captured it follows the schedule. capturable() only.
   void step(const torch::Tensor& lr, const torch::Tensor& found_inf);
-  /// True where the whole update runs on the device without a host value or sync (fused AdamW on
-  /// a LibTorch whose kernel takes a tensor learning rate): what a CUDA graph can capture.
-  bool capturable() const { return fused_ && compat::kFusedAdamwTensorLr; }
+  /// True where the whole update runs on the device without a host value or sync (the fused
+  /// AdamW or SGD of a LibTorch whose kernel takes a tensor learning rate): what a CUDA graph can
+  /// capture.
+  bool capturable() const;
   void zero_grad();
   /// Scales gradients so that their global L2 norm is at most clip_grad_norm (no host sync).
   void clip_gradients();
@@ -64,6 +65,10 @@ class Optimizer {
   void adamw_step(double lr, const torch::Tensor& found_inf);
   void fused_adamw_step(double lr, const torch::Tensor* lr_tensor, const torch::Tensor& found_inf);
   void sgd_step(double lr, const torch::Tensor& found_inf);
+  /// lr: a double or a [] float32 tensor on the device (compat::fused_sgd).
+  template <typename Lr>
+  void fused_sgd_step(const Lr& lr, const torch::Tensor& found_inf);
+  void count_step(const torch::Tensor& found_inf);
 
   std::vector<torch::Tensor> params_;
   OptimizerOptions options_;

@@ -54,6 +54,32 @@ torch::Tensor apply_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x
   return kernels::layer_norm(x, norm->weight, norm->bias, o.eps());
 }
 
+bool fused_patch_embedding() { return kernels::kernel_mode() == kernels::KernelMode::kFused; }
+
+torch::Tensor patch_tokens(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const int64_t dims = x.dim() - 2;
+  TORCH_CHECK(dims >= 1 && weight.dim() == x.dim() && weight.size(1) == x.size(1),
+              "patch_tokens: expected x [B, C, spatial...] and a weight [out, C, kernel...], got ", x.sizes(), " and ",
+              weight.sizes());
+  // [B, C, n1, k1, n2, k2, ...] -> [B, n1, n2, ..., C, k1, k2, ...]: a token's values in the weight's order.
+  std::vector<int64_t> split{x.size(0), x.size(1)}, order{0}, grid_first;
+  int64_t tokens = 1;
+  for (int64_t d = 0; d < dims; ++d) {
+    const int64_t k = weight.size(2 + d), n = x.size(2 + d) / k;
+    TORCH_CHECK(n * k == x.size(2 + d), "patch_tokens: spatial size ", x.size(2 + d), " is not a multiple of the patch ",
+                k);
+    split.push_back(n);
+    split.push_back(k);
+    order.push_back(2 + 2 * d);
+    tokens *= n;
+  }
+  order.push_back(1);
+  for (int64_t d = 0; d < dims; ++d) order.push_back(3 + 2 * d);
+  const auto patches = x.reshape(split).permute(order).reshape({x.size(0), tokens, -1});
+  return torch::linear(patches, weight.reshape({weight.size(0), -1}),
+                       bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::optional<torch::Tensor>());
+}
+
 torch::Tensor apply_conv(nn::AnyModule& conv, const torch::Tensor& x, int64_t stride, bool with_bias) {
   const auto params = conv.ptr()->named_parameters(/*recurse=*/false);
   const auto* bias = params.find("bias");

@@ -41,8 +41,8 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& o) {
 }
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x) {
-  const auto y = x + attn_(norm1_(x));
-  return y + mlp_(norm2_(y));
+  const auto y = x + attn_(apply_layer_norm(norm1_, x));
+  return y + mlp_(apply_layer_norm(norm2_, y));
 }
 
 }  // namespace voxfit::models

@@ -84,7 +84,7 @@ std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
   torch::Tensor h;
   {
     const core::BlockScope scope("patch_embed");
-    h = patch_embed_(x).flatten(2).transpose(1, 2) + pos_embed_;
+    h = embed_patches(patch_embed_, x) + pos_embed_;
   }
   std::vector<torch::Tensor> hidden;
   for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -96,7 +96,7 @@ std::vector<torch::Tensor> UNETRImpl::forward(const torch::Tensor& input) {
   }
   {
     const core::BlockScope scope("norm");
-    h = norm_(h);
+    h = apply_layer_norm(norm_, h);
   }
   const int64_t layers = options_.num_layers();
   const auto skip = [&](int64_t quarter) { return tokens_to_volume(hidden[quarter * layers / 4]); };

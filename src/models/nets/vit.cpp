@@ -51,14 +51,14 @@ std::vector<torch::Tensor> VisionTransformerImpl::forward(const torch::Tensor& i
   check_input(input.sizes().vec());
   const auto x = input.contiguous(conv_memory_format(2, options_.channels_last()));
   const bool train = is_training();
-  const auto embed = [this](const torch::Tensor& in) { return patch_embed_(in).flatten(2).transpose(1, 2); };
+  const auto embed = [this](const torch::Tensor& in) { return embed_patches(patch_embed_, in); };
   auto h = maybe_checkpoint(checkpoints(options_.checkpoint(), false), train, embed, x);
   h = torch::cat({cls_token_.expand({h.size(0), -1, -1}), h}, 1) + pos_embed_;
   const bool main = checkpoints(options_.checkpoint(), true);
   for (auto& block : blocks_)
     h = maybe_checkpoint(
         main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
-  return {head_(norm_(h).select(1, 0))};
+  return {head_(apply_layer_norm(norm_, h).select(1, 0))};
 }
 
 std::vector<std::vector<int64_t>> VisionTransformerImpl::output_shapes(const std::vector<int64_t>& in) {
