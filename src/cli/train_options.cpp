@@ -65,6 +65,8 @@ void add_training_options(CommandSpec& spec) {
       "oversample", po::value<double>()->default_value(0.33)->value_name("P"),
       "share of patches centred on a foreground voxel")("no-augment", po::bool_switch(),
                                                         "no augmentation (flips, intensity, rotation/scaling)")(
+      "flip-probability", po::value<double>()->default_value(0.5)->value_name("P"),
+      "chance of mirroring each axis of a patch (nnU-Net's 0.5; MONAI's BTCV tutorial 0.1)")(
       "validation-fraction", po::value<double>()->default_value(0.2)->value_name("F"),
       "cases held out for validation when the dataset declares no split and --fold is not given")(
       "fold", po::value<int>()->value_name("K"),
@@ -105,6 +107,9 @@ train::TrainOptions training_options_from(const po::variables_map& vm, const std
   o.loader.oversample_foreground = vm["oversample"].as<double>();
   if (o.loader.oversample_foreground < 0 || o.loader.oversample_foreground > 1)
     throw ConfigError("--oversample must be in [0, 1]");
+  o.loader.augment.flip_probability = vm["flip-probability"].as<double>();
+  if (!(o.loader.augment.flip_probability >= 0 && o.loader.augment.flip_probability <= 1))
+    throw ConfigError("--flip-probability must be in [0, 1]");
   if (vm["no-augment"].as<bool>()) {
     o.loader.augment.enabled = false;
     o.step.spatial_augment.reset();

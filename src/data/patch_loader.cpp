@@ -240,9 +240,9 @@ struct PatchLoader::State {
       copy_label(scratch_label.data_ptr<std::int16_t>());
     const AugmentOptions& a = opt.augment;
     if (a.enabled) {
-      if (a.flip)
+      if (a.flip_probability > 0)
         for (int axis = 0; axis < 3; ++axis)
-          if (rng.chance(0.5)) {
+          if (rng.chance(a.flip_probability)) {
             for (std::int64_t ch = 0; ch < C; ++ch) flip_axis(img + ch * voxels, p, axis);
             flip_axis(lbl, p, axis);
           }

@@ -119,6 +119,25 @@ TEST_F(PatchLoader, ForegroundOversamplingHitsTheConfiguredRate) {
   EXPECT_EQ(measured1, 1.0);
 }
 
+// --flip-probability: 1 mirrors every axis of every patch, 0 none; the crops themselves are the same
+// (the flips are drawn after the crop, from the patch's own generator).
+TEST_F(PatchLoader, FlipProbabilityOneMirrorsEveryAxisAndZeroNone) {
+  const fs::path cache = ct_cache();
+  const auto index = data::CacheIndex::load(data::load_plan(cache));
+  const auto first_batch = [&](double flip) {
+    auto o = small(12, 4, 1);
+    o.augment.scale_probability = o.augment.shift_probability = 0;
+    o.augment.gamma_probability = o.augment.noise_probability = 0;
+    o.augment.flip_probability = flip;
+    data::PatchLoader loader(index, o);
+    return loader.next();
+  };
+  const data::Batch none = first_batch(0.0), all = first_batch(1.0);
+  EXPECT_TRUE(torch::equal(all.image, none.image.flip({2, 3, 4})));
+  EXPECT_TRUE(torch::equal(all.label, none.label.flip({2, 3, 4})));
+  EXPECT_FALSE(torch::equal(all.image, none.image));
+}
+
 TEST_F(PatchLoader, SameSeedGivesTheSameBatchesForAnyThreadCount) {
   const fs::path cache = mri_cache();
   const auto index = data::CacheIndex::load(data::load_plan(cache));

@@ -178,6 +178,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadRun{"StepsZero", {"--steps", "0"}, {"--steps"}, 2},
                       BadRun{"LearningRateNaN", {"--lr", "nan"}, {"--lr"}, 2},
                       BadRun{"OversampleAboveOne", {"--oversample", "2"}, {"--oversample"}, 2},
+                      BadRun{"FlipProbabilityAboveOne", {"--flip-probability", "1.5"}, {"--flip-probability"}, 2},
                       BadRun{"ValidationFractionOne", {"--validation-fraction", "1"}, {"validation fraction"}, 2},
                       BadRun{"NoLoaderThreads", {"--loader-threads", "0"}, {"--loader-threads"}, 2},
                       BadRun{"UnknownModel", {"--model", "unet4d"}, {"unet4d"}, 2},
