@@ -117,74 +117,64 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Half / bfloat16 rows of 256 to 1024 elements whose rows start 16-byte aligned (ViT's and UNETR's
-// 768): a lane loads and stores eight elements at a time, chunk c of the row being elements
-// [256 c + 8 lane, +8). ViT-B/16's inference takes 25 of these norms over 12,608 rows a batch; one
-// element a load ran them at about a third of HBM speed (0.90 ms of a 6.1 ms batch on an H100).
-constexpr int kVector = 8;
-constexpr int kChunkWidth = 32 * kVector;
-
-union Pack8 {
-  uint4 raw;
-  __half h[kVector];
-  __nv_bfloat16 b[kVector];
-};
-__device__ __forceinline__ float element(const Pack8& p, int i, __half) { return __half2float(p.h[i]); }
-__device__ __forceinline__ float element(const Pack8& p, int i, __nv_bfloat16) { return __bfloat162float(p.b[i]); }
-__device__ __forceinline__ void set_element(Pack8& p, int i, float v, __half) { p.h[i] = __float2half(v); }
-__device__ __forceinline__ void set_element(Pack8& p, int i, float v, __nv_bfloat16) { p.b[i] = __float2bfloat16(v); }
+// Rows of 32 vectors to 1024 elements (a vector: the 16 bytes of 8 half / bfloat16 or 4 float
+// elements) whose rows start 16-byte aligned, such as ViT's and UNETR's 768: a lane loads and stores
+// a vector at a time, chunk c of the row being vectors [32 c + lane]. ViT-B/16's inference takes 25
+// of these norms over 12,608 rows a batch; one element a load ran them at about a third of HBM
+// speed (0.90 ms of a 6.1 ms batch on an H100).
+template <typename T>
+constexpr int kVector = 16 / static_cast<int>(sizeof(T));
 
 template <typename T, int CHUNKS>
 __global__ void __launch_bounds__(kThreads)
     forward_vectors(const T* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
                     int64_t rows, int width, float eps, T* __restrict__ y, float* __restrict__ mean,
                     float* __restrict__ rstd) {
+  constexpr int V = kVector<T>;
   const Warp w = this_warp();
   for (int64_t row = w.index; row < rows; row += w.count) {
-    float v[CHUNKS][kVector];
+    float v[CHUNKS][V];
     float s = 0.f;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      const int col = c * kChunkWidth + w.lane * kVector;
-      Pack8 p;
-      p.raw = col < width ? *reinterpret_cast<const uint4*>(x + row * width + col) : make_uint4(0, 0, 0, 0);
+      const int col = (c * 32 + w.lane) * V;
+      const uint4 raw = col < width ? *reinterpret_cast<const uint4*>(x + row * width + col) : make_uint4(0, 0, 0, 0);
+      const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-      for (int i = 0; i < kVector; ++i) s += v[c][i] = col < width ? element(p, i, T{}) : 0.f;
+      for (int i = 0; i < V; ++i) s += v[c][i] = col < width ? load(e, i) : 0.f;
     }
     const float m = warp_sum(s) / width;
     float q = 0.f;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-      for (int i = 0; i < kVector; ++i) {
-        const float d = c * kChunkWidth + w.lane * kVector < width ? v[c][i] - m : 0.f;
+      for (int i = 0; i < V; ++i) {
+        const float d = (c * 32 + w.lane) * V < width ? v[c][i] - m : 0.f;
         q += d * d;
       }
     const float rs = rsqrtf(warp_sum(q) / width + eps);
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      const int col = c * kChunkWidth + w.lane * kVector;
+      const int col = (c * 32 + w.lane) * V;
       if (col >= width) continue;
-      Pack8 p;
+      uint4 raw;
+      T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll
-      for (int i = 0; i < kVector; ++i)
-        set_element(p, i, (v[c][i] - m) * rs * (weight ? weight[col + i] : 1.f) + (bias ? bias[col + i] : 0.f), T{});
-      *reinterpret_cast<uint4*>(y + row * width + col) = p.raw;
+      for (int i = 0; i < V; ++i)
+        store(e, i, (v[c][i] - m) * rs * (weight ? weight[col + i] : 1.f) + (bias ? bias[col + i] : 0.f));
+      *reinterpret_cast<uint4*>(y + row * width + col) = raw;
     }
     if (w.lane == 0) mean[row] = m, rstd[row] = rs;
   }
 }
 
-// Chunks of the vector kernel for these rows, or 0 where it does not apply.
+// Chunks of the vector kernel for these rows (1 to 8), or 0 where it does not apply.
 template <typename T>
 int vector_chunks(const RowShape& s, const void* x, const void* y) {
-  if constexpr (sizeof(T) != 2) {
-    return 0;
-  } else {
-    const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
-    if (!aligned || s.width % kVector != 0 || s.width < kChunkWidth || s.width > kMaxRegisterWidth) return 0;
-    return static_cast<int>((s.width + kChunkWidth - 1) / kChunkWidth);
-  }
+  constexpr int64_t chunk = 32 * kVector<T>;
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+  if (!aligned || s.width % kVector<T> != 0 || s.width < chunk || s.width > kMaxRegisterWidth) return 0;
+  return static_cast<int>((s.width + chunk - 1) / chunk);
 }
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight; the warp's column sums of
@@ -320,18 +310,20 @@ void forward_typed(const RowShape& s, const void* xv, const float* weight, const
   const auto y = static_cast<T*>(yv);
   const unsigned blocks = static_cast<unsigned>(blocks_for(s));
   const int width = static_cast<int>(s.width);
-  if constexpr (sizeof(T) == 2) {
-    const auto launch = [&](auto chunks) {
-      forward_vectors<T, decltype(chunks)::value>
-          <<<blocks, kThreads, 0, stream>>>(x, weight, bias, s.rows, width, eps, y, mean, rstd);
-    };
-    switch (vector_chunks<T>(s, x, y)) {
-      case 1: return launch(std::integral_constant<int, 1>{});
-      case 2: return launch(std::integral_constant<int, 2>{});
-      case 3: return launch(std::integral_constant<int, 3>{});
-      case 4: return launch(std::integral_constant<int, 4>{});
-      default: break;
-    }
+  const auto launch = [&](auto chunks) {
+    forward_vectors<T, decltype(chunks)::value>
+        <<<blocks, kThreads, 0, stream>>>(x, weight, bias, s.rows, width, eps, y, mean, rstd);
+  };
+  switch (vector_chunks<T>(s, x, y)) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    case 8: return launch(std::integral_constant<int, 8>{});
+    default: break;
   }
   with_per_lane(s.width, [&](auto per) {
     constexpr int kPer = decltype(per)::value;

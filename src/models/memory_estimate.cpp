@@ -94,7 +94,7 @@ class Tally {
   // Layer norm over `rows` rows: mean and rstd per row; the output is the caller's.
   void layer_norm(std::int64_t rows) { keep(2 * rows, c10::kFloat); }
   // The dtype in which a layer norm of an `input` tensor keeps it for backward and returns its
-  // output: ATen under autocast casts to float32; kernels::layer_norm (SwinUNETR's norms on the
+  // output: ATen under autocast casts to float32; kernels::layer_norm (the transformers' norms on the
   // fused path) keeps and returns the input's dtype. A float32 input stays float32 either way.
   ScalarType layer_norm_dtype(ScalarType input) const {
     return autocast() && !paths_.fused_kernels ? c10::kFloat : input;
@@ -217,8 +217,8 @@ ActivationEstimate estimate_unet3d(const UNet3DImpl& net, const std::vector<std:
 
 // A pre-norm layer norm over `tokens` rows whose input has the residual stream's dtype: ATen under
 // autocast runs it in float32, so a half-precision input is cast first and the cast is what it
-// saves. kernels::layer_norm (SwinUNETR's norms on the fused path) keeps the input as given, which
-// the caller counts as the stream's.
+// saves. kernels::layer_norm (every transformer's norms on the fused path) keeps the input as given,
+// which the caller counts as the stream's.
 void pre_norm(Tally& t, std::int64_t tokens, std::int64_t hidden, ScalarType stream) {
   if (t.layer_norm_dtype(stream) != stream) t.keep(tokens * hidden, c10::kFloat);
   t.layer_norm(tokens);

@@ -82,9 +82,10 @@ LnOutputs run(const LnCase& c, const torch::Tensor& x0, const torch::Tensor& w0,
 TEST(LayerNormCuda, FusedMatchesFloat64ReferenceInOutputAndEveryGradient) {
   if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
   // Widths: one lane's worth and less, SwinUNETR's 48 / 96 / 384, odd ones, UNETR's 768, the widest
-  // register row (1024), two loop-kernel rows, and 264 (half / bfloat16 rows of 256-1024 divisible
-  // by 8 take eight-element loads: 384, 768, 1024 and a last chunk of one lane). Row counts: fewer
-  // than a block's warps and more than the launch's warps (so that warps take several row groups).
+  // register row (1024), two loop-kernel rows, and 264. Rows of at least 32 vectors (16 bytes: 8
+  // half or 4 float elements), at most 1024 wide and a whole number of vectors take vector loads:
+  // 384, 768, 1024 and 264, whose last chunk is one or two lanes'. Row counts: fewer than a block's
+  // warps and more than the launch's warps (so that warps take several row groups).
   const std::vector<std::vector<int64_t>> shapes = {{3, 1},    {37, 7},   {2, 1100, 48}, {5, 3, 96},
                                                     {9, 100},  {41, 384}, {6, 768},      {3, 1024},
                                                     {4, 1030}, {3, 3072}, {70000, 48}, {50, 264}};

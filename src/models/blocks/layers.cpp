@@ -62,7 +62,7 @@ torch::Tensor patch_tokens(const torch::Tensor& x, const torch::Tensor& weight, 
               "patch_tokens: expected x [B, C, spatial...] and a weight [out, C, kernel...], got ", x.sizes(), " and ",
               weight.sizes());
   // [B, C, n1, k1, n2, k2, ...] -> [B, n1, n2, ..., C, k1, k2, ...]: a token's values in the weight's order.
-  std::vector<int64_t> split{x.size(0), x.size(1)}, order{0}, grid_first;
+  std::vector<int64_t> split{x.size(0), x.size(1)}, order{0};
   int64_t tokens = 1;
   for (int64_t d = 0; d < dims; ++d) {
     const int64_t k = weight.size(2 + d), n = x.size(2 + d) / k;
