@@ -9,9 +9,10 @@ set -euo pipefail
 dir=${1:?usage: plot.sh DIR}
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot is not installed" >&2; exit 1; }
 # MODEL may hold underscores (swin_unetr); DATASET is the last name before _sSEED.
-ls "$dir" | sed -nE 's/^(voxfit|monai)_(.+)_([^_]+)_s[0-9]+\.jsonl$/\2 \3/p' | sort -u | while read -r model ds; do
+ls "$dir" | sed -nE 's/^(voxfit(-[^_]+)?|monai)_(.+)_([^_]+)_s[0-9]+\.jsonl$/\3 \4/p' | sort -u | while read -r model ds; do
   plots=()
-  for f in "$dir"/voxfit_"$model"_"$ds"_s*.jsonl "$dir"/monai_"$model"_"$ds"_s*.jsonl; do
+  for f in "$dir"/voxfit_"$model"_"$ds"_s*.jsonl "$dir"/voxfit-*_"$model"_"$ds"_s*.jsonl \
+    "$dir"/monai_"$model"_"$ds"_s*.jsonl; do
     [ -f "$f" ] || continue
     python3 -c '
 import json, sys

@@ -24,6 +24,11 @@
 #   PATCH_CT        default 96; PATCH_MR default 64 (one edge: both tools get a cube)
 #   DEVICE          default cuda (fp16); cpu trains in fp32, for a smoke test
 #   LOADER_THREADS  voxfit's loader threads, default 12; WORKERS MONAI's, default 8
+#   SIDES           default "voxfit monai": which tools run (the MONAI side of a curve already
+#                   measured need not run again: MONAI's UNETR takes about 8 minutes on the CT)
+#   VOXFIT_ARGS     extra `voxfit train` options (e.g. "--flip-probability 0.1 --schedule constant");
+#   TAG             (no underscores) then names voxfit's runs voxfit-TAG_MODEL_DATASET_sSEED, so
+#                   variants sit beside the default run and plot.sh draws each as its own line
 #   VOXFIT_BIN, WORK (experiments/common.sh); VOXFIT_DEMO_MRI_DIR default .shared-data/demo
 #   PEER_PYTHONPATH default .shared-data/peers:.shared-data/pylib (MONAI, nibabel, einops)
 set -uo pipefail
@@ -71,14 +76,19 @@ for ds in ${DATASETS:-ct mr}; do
     [ "$m" = unet3d ] && peer=dynunet
     for seed in ${SEEDS:-0}; do
       name=${m}_${ds}_s$seed
-      run="$work/learn_$name"
-      rm -rf "$run"
-      "$vf" train --dataset "$cache" --model "$m" --batch "$batch" --patch "$patch" --precision "$precision" \
-        --device "$device" --steps "$steps" --validate-every "$every" --log-every 50 \
-        --loader-threads "${LOADER_THREADS:-12}" --seed "$seed" --output "$run" \
-        >"$logs/voxfit_$name.log" 2>&1 || tail -3 "$logs/voxfit_$name.log"
-      cp "$run/log.jsonl" "$logs/voxfit_$name.jsonl" 2>/dev/null
-      pack
+      if [[ " ${SIDES:-voxfit monai} " == *" voxfit "* ]]; then
+        vname=voxfit${TAG:+-$TAG}_$name
+        run="$work/learn_$vname"
+        rm -rf "$run"
+        # shellcheck disable=SC2086  # VOXFIT_ARGS is a list of options
+        "$vf" train --dataset "$cache" --model "$m" --batch "$batch" --patch "$patch" --precision "$precision" \
+          --device "$device" --steps "$steps" --validate-every "$every" --log-every 50 \
+          --loader-threads "${LOADER_THREADS:-12}" --seed "$seed" --output "$run" ${VOXFIT_ARGS:-} \
+          >"$logs/$vname.log" 2>&1 || tail -3 "$logs/$vname.log"
+        cp "$run/log.jsonl" "$logs/$vname.jsonl" 2>/dev/null
+        pack
+      fi
+      [[ " ${SIDES:-voxfit monai} " == *" monai "* ]] || continue
       python3 experiments/learning/peer_learn.py --dataset "$json" --model "$peer" "${peer_data[@]}" --patch "$patch" \
         --batch "$batch" --device "$device" --steps "$steps" --validate-every "$every" --seed "$seed" \
         --workers "${WORKERS:-8}" --output "$logs/monai_$name.jsonl" \
