@@ -66,6 +66,11 @@ nlohmann::json config_json(const TrainOptions& o, const data::Plan& plan) {
           {"weight_decay", o.step.optimizer.weight_decay},
           {"clip_grad_norm", o.step.optimizer.clip_grad_norm},
           {"schedule", to_string(o.schedule.kind)},
+          {"oversample", o.loader.oversample_foreground},
+          {"augment",
+           {{"enabled", o.loader.augment.enabled},
+            {"flip_probability", o.loader.augment.flip_probability},
+            {"spatial", o.step.spatial_augment.has_value()}}},
           {"seed", o.seed},
           {"device", o.device.str()},
           {"budget", o.budget.label()}};

@@ -158,6 +158,10 @@ TEST_F(TrainerTest, WritesLogsConfigCheckpointsAndTensorBoard) {
   const auto config = nlohmann::json::parse(std::ifstream(o.output_dir / "config.json"));
   EXPECT_EQ(config["model"], "unet3d");
   EXPECT_EQ(config["classes"], 4);
+  // What decides how a run learns besides the optimiser: sampling and augmentation.
+  EXPECT_EQ(config["oversample"], o.loader.oversample_foreground);
+  EXPECT_EQ(config["augment"]["flip_probability"], o.loader.augment.flip_probability);
+  EXPECT_EQ(config["augment"]["enabled"], o.loader.augment.enabled);
   EXPECT_EQ(config["provenance"]["commit"], voxfit_commit());
   EXPECT_EQ(config["provenance"]["driver"], "none");  // a CPU run
   // The run's memory breakdown: parts adding up to its peak, the tensor counts within 1% of it.
