@@ -5,7 +5,9 @@
 # inference (`voxfit cards profile`, summarised by experiments/profile-summary.py). Everything goes to
 # $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last).
 #   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
-#   PEER_SEG "model:batches[:patch] ..." (default unetr:1,2,4; patch 96); PEER_REF "model:precision ..." (timm)
+#   PEER_SEG "model:batches[:patch] ..." (default unetr:1,2,4; patch 96); PEER_REF "model:precision ..." (timm,
+#            channels-last + compile, and TF32 for float32)
+#   BENCH    "model:precision ..." of the bench phase (default resnet50:float16), each with --kernels aten and fused
 #   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"; PROFILE_ARGS extra `cards profile`
 #            options of the segmentation profiles (e.g. "--channels-last on --cuda-graph off")
 #   KERNEL_SPECS "model|batches|variants[|extra train options];..." (experiments/kernels/run.sh's VARIANTS)
@@ -59,10 +61,13 @@ fi
 
 if has bench; then
   stamp bench
-  for k in aten fused; do
-    "$vf" bench --model resnet50 --precision float16 --device cuda:0 --batch 64 --steps 30 --iterations 5 --input random \
-      --tf32 off --kernels $k >"$logs/bench_resnet50_$k.log" 2>&1
-    { echo "## bench resnet50 float16 --kernels $k"; grep -E "Iteration|settings|rror" "$logs/bench_resnet50_$k.log" | tail -4; } >>"$summary"
+  for spec in ${BENCH:-resnet50:float16}; do  # model:precision
+    m=${spec%%:*} p=${spec#*:}
+    for k in aten fused; do
+      "$vf" bench --model "$m" --precision "$p" --device cuda:0 --batch 64 --steps 30 --iterations 5 --input random \
+        --kernels $k >"$logs/bench_${m}_${p}_$k.log" 2>&1
+      { echo "## bench $m $p --kernels $k"; grep -E "Iteration|settings|rror" "$logs/bench_${m}_${p}_$k.log" | tail -4; } >>"$summary"
+    done
   done
 fi
 
@@ -71,7 +76,7 @@ if has peers; then
   # configurations above.
   export PYTHONPATH=$PWD/.shared-data/peers
   peer=.shared-data/peers
-  for spec in ${PEER_SEG:-unetr:1,2,4}; do  # model:batches[:patch]
+  for spec in ${PEER_SEG-unetr:1,2,4}; do  # model:batches[:patch]; PEER_SEG="" runs none
     IFS=: read -r m pb pp <<<"$spec"
     pp=${pp:-96}
     stamp "peer $m $pp"
@@ -82,7 +87,9 @@ if has peers; then
   done
   for spec in ${PEER_REF:-}; do  # model:precision
     stamp "peer $spec"
-    python3 "$peer/peer_ref.py" --model "${spec%%:*}" --precision "${spec#*:}" --channels-last --compile \
+    tf32=()
+    [ "${spec#*:}" = float32 ] && tf32=(--tf32)  # its fastest float32: TF32 matrix products, as voxfit's bench default
+    python3 "$peer/peer_ref.py" --model "${spec%%:*}" --precision "${spec#*:}" --channels-last --compile "${tf32[@]}" \
       >"$logs/peer_ref_${spec/:/_}.log" 2>&1
     { echo; echo "## timm $spec channels-last + torch.compile"; tail -c 600 "$logs/peer_ref_${spec/:/_}.log"; } >>"$summary"
   done
