@@ -115,7 +115,26 @@ train_tf = Compose(base + [
 val_tf = Compose(base)
 # One volume yields --batch patches a step (num_samples), as the tutorial's batch of 1 x 4 samples.
 train_ds = CacheDataset(cases, train_tf, cache_rate=1.0, num_workers=a.workers)
-train_dl = DataLoader(train_ds, batch_size=1, shuffle=True, num_workers=a.workers, persistent_workers=a.workers > 0)
+
+
+class Repeated(torch.utils.data.Dataset):
+    """The cached cases, repeated to one pass of --steps items: with one case an epoch is a single
+    item, and each of the 2,000 epochs waited for one worker's random crop (MONAI's UNETR took about
+    8 minutes for 2,000 steps). Repeating the list lets the workers prefetch; each item is still a
+    fresh random transform of a cached case, so the samples are drawn as before."""
+
+    def __init__(self, data, length):
+        self.data, self.length = data, length
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        return self.data[i % len(self.data)]
+
+
+train_dl = DataLoader(Repeated(train_ds, max(a.steps, len(train_ds))), batch_size=1, shuffle=True,
+                      num_workers=a.workers, persistent_workers=a.workers > 0)
 val_ds = CacheDataset(validation, val_tf, cache_rate=1.0, num_workers=a.workers)
 print(f"{a.model}: {classes} classes, patch {patch} (RAS), validation volume {tuple(val_ds[0]['image'].shape[1:])}",
       flush=True)
