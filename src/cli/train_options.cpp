@@ -65,8 +65,8 @@ void add_training_options(CommandSpec& spec) {
       "oversample", po::value<double>()->default_value(0.33)->value_name("P"),
       "share of patches centred on a foreground voxel")("no-augment", po::bool_switch(),
                                                         "no augmentation (flips, intensity, rotation/scaling)")(
-      "flip-probability", po::value<double>()->default_value(0.5)->value_name("P"),
-      "chance of mirroring each axis of a patch (nnU-Net's 0.5; MONAI's BTCV tutorial 0.1)")(
+      "flip-probability", po::value<double>()->default_value(0.1)->value_name("P"),
+      "chance of mirroring each axis of a patch (MONAI's BTCV tutorial's 0.1; nnU-Net's 0.5)")(
       "validation-fraction", po::value<double>()->default_value(0.2)->value_name("F"),
       "cases held out for validation when the dataset declares no split and --fold is not given")(
       "fold", po::value<int>()->value_name("K"),
@@ -82,7 +82,8 @@ void add_training_options(CommandSpec& spec) {
       "lr", po::value<double>()->value_name("LR"), "peak learning rate [adamw 1e-4, sgd 1e-2]")(
       "weight-decay", po::value<double>()->value_name("W"), "[adamw 1e-5, sgd 3e-5]")(
       "clip", po::value<double>()->value_name("NORM"), "gradient norm clipping, 0 = off [sgd 12, adamw 0]")(
-      "schedule", po::value<std::string>()->default_value("poly")->value_name("S"), "poly, cosine or constant")(
+      "schedule", po::value<std::string>()->default_value("auto")->value_name("S"),
+      "poly, cosine, constant, or auto: poly for sgd, constant for adamw")(
       "warmup", po::value<int64_t>()->default_value(0)->value_name("STEPS"), "cosine warm-up steps")(
       "seed", po::value<uint64_t>()->default_value(0)->value_name("N"), "seeds weights, data and augmentation");
   spec.options.add(d).add(t);
@@ -98,7 +99,8 @@ train::TrainOptions training_options_from(const po::variables_map& vm, const std
   if (vm.count("weight-decay")) o.step.optimizer.weight_decay = vm["weight-decay"].as<double>();
   if (vm.count("clip")) o.step.optimizer.clip_grad_norm = vm["clip"].as<double>();
   if (!(o.step.optimizer.lr > 0)) throw ConfigError("--lr must be > 0");
-  o.schedule.kind = train::parse_schedule(vm["schedule"].as<std::string>());
+  const auto schedule = vm["schedule"].as<std::string>();
+  o.schedule.kind = schedule == "auto" ? train::default_schedule(kind) : train::parse_schedule(schedule);
   o.schedule.warmup_steps = vm["warmup"].as<int64_t>();
   o.seed = vm["seed"].as<uint64_t>();
   o.step.seed = o.seed;

@@ -11,7 +11,7 @@ ScheduleKind parse_schedule(const std::string& text) {
   if (text == "poly") return ScheduleKind::kPoly;
   if (text == "cosine") return ScheduleKind::kCosine;
   if (text == "constant") return ScheduleKind::kConstant;
-  throw ConfigError("--schedule: '" + text + "' is not one of poly, cosine, constant");
+  throw ConfigError("--schedule: '" + text + "' is not one of auto, poly, cosine, constant");
 }
 
 std::string to_string(ScheduleKind k) {

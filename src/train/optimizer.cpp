@@ -22,6 +22,10 @@ OptimizerKind default_optimizer(const std::string& model) {
   return model == "unet3d" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
 }
 
+ScheduleKind default_schedule(OptimizerKind kind) {
+  return kind == OptimizerKind::kSgd ? ScheduleKind::kPoly : ScheduleKind::kConstant;
+}
+
 OptimizerKind parse_optimizer(const std::string& text) {
   if (text == "adamw") return OptimizerKind::kAdamW;
   if (text == "sgd") return OptimizerKind::kSgd;

@@ -283,5 +283,28 @@ TEST_F(DatasetSplitsCli, PredictGroupsChannelFilesIntoOneCaseAndRefusesAMissingC
   EXPECT_NE(r.err.find("case 'y' has 3 channel files, the model takes 2"), std::string::npos) << r.err;
 }
 
+// The defaults issue 30 measured (docs/performance-notes.md, note 36): --schedule auto is poly for SGD
+// (unet3d's default optimiser) and constant for AdamW, and mirroring is p 0.1 an axis; config.json
+// records what the run used, and an explicit option wins.
+TEST_F(DatasetSplitsCli, ScheduleFollowsTheOptimiserAndMirroringIsOneInTenUnlessTold) {
+  const fs::path root = msd_dataset(dir() / "ds", {"c0", "c1"});
+  struct Case {
+    std::string options, optimizer, schedule;
+    double flip;
+  };
+  for (const Case& c : {Case{"", "sgd", "poly", 0.1}, Case{"--optimizer adamw", "adamw", "constant", 0.1},
+                        Case{"--optimizer adamw --schedule poly --flip-probability 0.5", "adamw", "poly", 0.5},
+                        Case{"--schedule constant", "sgd", "constant", 0.1}}) {
+    const fs::path run = dir() / "run";
+    fs::remove_all(run);
+    const auto r = test::run_voxfit(tiny_train(root, dir() / "cache", run, c.options));
+    ASSERT_EQ(r.exit_code, 0) << c.options << ": " << r.out << r.err;
+    const auto config = read_json(run / "config.json");
+    EXPECT_EQ(config["optimizer"], c.optimizer) << c.options;
+    EXPECT_EQ(config["schedule"], c.schedule) << c.options;
+    EXPECT_EQ(config["augment"]["flip_probability"], c.flip) << c.options;
+  }
+}
+
 }  // namespace dataset_splits_test
 }  // namespace voxfit::train

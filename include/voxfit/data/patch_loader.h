@@ -26,7 +26,7 @@ struct Batch {
 /// are not here: they run on the whole batch on its device (spatial_augment.h).
 struct AugmentOptions {
   bool enabled = true;                  ///< master switch for everything below
-  double flip_probability = 0.5;        ///< mirror each axis with this probability (nnU-Net 0.5; MONAI's BTCV 0.1)
+  double flip_probability = 0.1;        ///< mirror each axis with this probability (MONAI's BTCV 0.1; nnU-Net 0.5)
   double scale_probability = 0.15;      ///< multiply a channel by U(scale_range)
   std::array<double, 2> scale_range{0.75, 1.25};
   double shift_probability = 0.15;      ///< add U(shift_range) to a channel

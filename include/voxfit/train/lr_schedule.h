@@ -12,7 +12,7 @@ enum class ScheduleKind {
 };
 
 struct ScheduleOptions {
-  ScheduleKind kind = ScheduleKind::kPoly;
+  ScheduleKind kind = ScheduleKind::kPoly;  ///< `train --schedule auto` picks default_schedule(optimizer)
   double exponent = 0.9;     ///< poly exponent
   int64_t warmup_steps = 0;  ///< cosine only
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "voxfit/core/torch_compat.h"
+#include "voxfit/train/lr_schedule.h"
 
 namespace voxfit::train {
 
@@ -30,6 +31,10 @@ OptimizerKind parse_optimizer(const std::string& text);
 /// The optimiser a network trains with unless told otherwise: SGD for unet3d (nnU-Net's), AdamW
 /// for the transformers (their papers').
 OptimizerKind default_optimizer(const std::string& model);
+/// The schedule an optimiser trains with unless told otherwise: poly for SGD (nnU-Net's), constant
+/// for AdamW (MONAI's UNETR / SwinUNETR tutorials; on the real CT, UNETR reached mean Dice 0.338
+/// at 2,000 steps with it against 0.131 with poly: docs/performance-notes.md, note 36).
+ScheduleKind default_schedule(OptimizerKind kind);
 std::string to_string(OptimizerKind k);
 
 class Optimizer {
