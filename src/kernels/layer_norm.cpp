@@ -26,6 +26,29 @@ bool fused_layer_norm_applies(const torch::Tensor& x, const torch::Tensor& weigh
 #endif
 }
 
+bool fused_add_layer_norm_applies(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                                  const torch::Tensor& bias) {
+#ifdef VOXFIT_WITH_CUDA
+  return kernel_mode() == KernelMode::kFused && fused_add_layer_norm_supports(x, residual, weight, bias);
+#else
+  (void)x;
+  (void)residual;
+  (void)weight;
+  (void)bias;
+  return false;
+#endif
+}
+
+AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                       const torch::Tensor& bias, double eps) {
+#ifdef VOXFIT_WITH_CUDA
+  if (fused_add_layer_norm_applies(x, residual, weight, bias)) return add_layer_norm_fused(x, residual, weight, bias, eps);
+#endif
+  auto sum = x + residual;
+  auto normed = layer_norm(sum, weight, bias, eps);
+  return {std::move(sum), std::move(normed)};
+}
+
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
 #ifdef VOXFIT_WITH_CUDA
   if (fused_layer_norm_applies(x, weight, bias)) return layer_norm_fused(x, weight, bias, eps);

@@ -125,11 +125,13 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 constexpr int kVector = 16 / static_cast<int>(sizeof(T));
 
-template <typename T, int CHUNKS>
+// ADD: the row normalised is x + residual, rounded to T as ATen's add rounds it, and that sum is
+// stored to `sum` too (a pre-norm transformer's residual stream and its next norm in one pass).
+template <typename T, int CHUNKS, bool ADD>
 __global__ void __launch_bounds__(kThreads)
-    forward_vectors(const T* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-                    int64_t rows, int width, float eps, T* __restrict__ y, float* __restrict__ mean,
-                    float* __restrict__ rstd) {
+    forward_vectors(const T* __restrict__ x, const T* __restrict__ residual, const float* __restrict__ weight,
+                    const float* __restrict__ bias, int64_t rows, int width, float eps, T* __restrict__ sum,
+                    T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd) {
   constexpr int V = kVector<T>;
   const Warp w = this_warp();
   for (int64_t row = w.index; row < rows; row += w.count) {
@@ -138,7 +140,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int col = (c * 32 + w.lane) * V;
-      const uint4 raw = col < width ? *reinterpret_cast<const uint4*>(x + row * width + col) : make_uint4(0, 0, 0, 0);
+      uint4 raw = col < width ? *reinterpret_cast<const uint4*>(x + row * width + col) : make_uint4(0, 0, 0, 0);
+      if constexpr (ADD) {
+        if (col < width) {
+          const uint4 r = *reinterpret_cast<const uint4*>(residual + row * width + col);
+          T* e = reinterpret_cast<T*>(&raw);
+          const T* re = reinterpret_cast<const T*>(&r);
+#pragma unroll
+          for (int i = 0; i < V; ++i) store(e, i, load(e, i) + load(re, i));
+          *reinterpret_cast<uint4*>(sum + row * width + col) = raw;
+        }
+      }
       const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
       for (int i = 0; i < V; ++i) s += v[c][i] = col < width ? load(e, i) : 0.f;
@@ -168,13 +180,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 // Chunks of the vector kernel for these rows (1 to 8), or 0 where it does not apply.
 template <typename T>
 int vector_chunks(const RowShape& s, const void* x, const void* y) {
   constexpr int64_t chunk = 32 * kVector<T>;
-  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
-  if (!aligned || s.width % kVector<T> != 0 || s.width < chunk || s.width > kMaxRegisterWidth) return 0;
+  if (!aligned16(x) || !aligned16(y) || s.width % kVector<T> != 0 || s.width < chunk || s.width > kMaxRegisterWidth)
+    return 0;
   return static_cast<int>((s.width + chunk - 1) / chunk);
+}
+
+// Calls f with std::integral_constant<int, CHUNKS> for 1 to 8 chunks; false for any other count.
+template <typename F>
+bool with_chunks(int chunks, F&& f) {
+  switch (chunks) {
+    case 1: return f(std::integral_constant<int, 1>{}), true;
+    case 2: return f(std::integral_constant<int, 2>{}), true;
+    case 3: return f(std::integral_constant<int, 3>{}), true;
+    case 4: return f(std::integral_constant<int, 4>{}), true;
+    case 5: return f(std::integral_constant<int, 5>{}), true;
+    case 6: return f(std::integral_constant<int, 6>{}), true;
+    case 7: return f(std::integral_constant<int, 7>{}), true;
+    case 8: return f(std::integral_constant<int, 8>{}), true;
+    default: return false;
+  }
 }
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * weight; the warp's column sums of
@@ -311,20 +341,10 @@ void forward_typed(const RowShape& s, const void* xv, const float* weight, const
   const unsigned blocks = static_cast<unsigned>(blocks_for(s));
   const int width = static_cast<int>(s.width);
   const auto launch = [&](auto chunks) {
-    forward_vectors<T, decltype(chunks)::value>
-        <<<blocks, kThreads, 0, stream>>>(x, weight, bias, s.rows, width, eps, y, mean, rstd);
+    forward_vectors<T, decltype(chunks)::value, false><<<blocks, kThreads, 0, stream>>>(
+        x, nullptr, weight, bias, s.rows, width, eps, nullptr, y, mean, rstd);
   };
-  switch (vector_chunks<T>(s, x, y)) {
-    case 1: return launch(std::integral_constant<int, 1>{});
-    case 2: return launch(std::integral_constant<int, 2>{});
-    case 3: return launch(std::integral_constant<int, 3>{});
-    case 4: return launch(std::integral_constant<int, 4>{});
-    case 5: return launch(std::integral_constant<int, 5>{});
-    case 6: return launch(std::integral_constant<int, 6>{});
-    case 7: return launch(std::integral_constant<int, 7>{});
-    case 8: return launch(std::integral_constant<int, 8>{});
-    default: break;
-  }
+  if (with_chunks(vector_chunks<T>(s, x, y), launch)) return;
   with_per_lane(s.width, [&](auto per) {
     constexpr int kPer = decltype(per)::value;
     if constexpr (kPer == 0)
@@ -332,6 +352,18 @@ void forward_typed(const RowShape& s, const void* xv, const float* weight, const
     else
       forward_registers<T, kPer, rows_for(kPer)>
           <<<blocks, kThreads, 0, stream>>>(x, weight, bias, s.rows, width, eps, y, mean, rstd);
+  });
+}
+
+template <typename T>
+bool add_forward_typed(const RowShape& s, const void* xv, const void* rv, const float* weight, const float* bias,
+                       float eps, void* sumv, void* yv, float* mean, float* rstd, cudaStream_t stream) {
+  if (!aligned16(rv) || !aligned16(sumv)) return false;
+  const unsigned blocks = static_cast<unsigned>(blocks_for(s));
+  return with_chunks(vector_chunks<T>(s, xv, yv), [&](auto chunks) {
+    forward_vectors<T, decltype(chunks)::value, true><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const T*>(xv), static_cast<const T*>(rv), weight, bias, s.rows, static_cast<int>(s.width), eps,
+        static_cast<T*>(sumv), static_cast<T*>(yv), mean, rstd);
   });
 }
 
@@ -364,6 +396,20 @@ void layer_norm_forward(DType dtype, const RowShape& shape, const void* x, const
     case DType::kHalf: return forward_typed<__half>(shape, x, weight, bias, eps, y, mean, rstd, stream);
     case DType::kBFloat16: return forward_typed<__nv_bfloat16>(shape, x, weight, bias, eps, y, mean, rstd, stream);
   }
+}
+
+bool add_layer_norm_forward(DType dtype, const RowShape& shape, const void* x, const void* residual,
+                            const float* weight, const float* bias, float eps, void* sum, void* y, float* mean,
+                            float* rstd, cudaStream_t stream) {
+  switch (dtype) {
+    case DType::kFloat:
+      return add_forward_typed<float>(shape, x, residual, weight, bias, eps, sum, y, mean, rstd, stream);
+    case DType::kHalf:
+      return add_forward_typed<__half>(shape, x, residual, weight, bias, eps, sum, y, mean, rstd, stream);
+    case DType::kBFloat16:
+      return add_forward_typed<__nv_bfloat16>(shape, x, residual, weight, bias, eps, sum, y, mean, rstd, stream);
+  }
+  return false;
 }
 
 void layer_norm_backward(DType dtype, const RowShape& shape, const void* dy, const void* x, const float* mean,

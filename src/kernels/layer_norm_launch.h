@@ -22,6 +22,14 @@ int64_t layer_norm_partial_rows(const RowShape& shape);
 void layer_norm_forward(DType dtype, const RowShape& shape, const void* x, const float* weight, const float* bias,
                         float eps, void* y, float* mean, float* rstd, cudaStream_t stream);
 
+/// sum = x + residual (rounded to x's dtype, as an add in that dtype) and y = layer_norm(sum) as
+/// layer_norm_forward, in one pass. Only for rows the 16-byte-load kernel takes (32 vectors to 1024
+/// elements, a whole number of vectors, every pointer 16-byte aligned): false, and nothing
+/// launched, for any other.
+bool add_layer_norm_forward(DType dtype, const RowShape& shape, const void* x, const void* residual,
+                            const float* weight, const float* bias, float eps, void* sum, void* y, float* mean,
+                            float* rstd, cudaStream_t stream);
+
 /// dx of layer_norm_forward in x's dtype, and column partials for the parameters' gradients:
 /// partial_dw / partial_db ([layer_norm_partial_rows, width], fp32; may be null when there are no
 /// parameters) receive, per warp of the launch, the sums over its rows of dy * xhat and dy. Adding

@@ -2,7 +2,8 @@
 // a GPU) the fused kernels match a float64 reference in the output and in every gradient, for
 // three dtypes, narrow, odd and wide rows (the register and the loop kernels), with and without
 // affine parameters and for a non-contiguous input; they give the same bits twice and keep the
-// half input, not a float32 cast.
+// half input, not a float32 cast. add_layer_norm (the residual add in the norm's kernel) is the
+// add, then the norm, in both outputs and every gradient.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -166,6 +167,82 @@ TEST(LayerNormCuda, KeepsTheHalfInputNotAFloatCast) {
   // statistics.
   EXPECT_GE(kept[0], 2 * bytes) << "aten";
   EXPECT_LT(kept[1], bytes + bytes / 8) << "fused";
+}
+
+// add_layer_norm: the residual stream's add and the norm after it. The reference (CPU, and any
+// case the fused kernel does not take) is the add, then layer_norm.
+TEST(AddLayerNorm, CpuIsTheAddThenTheNormAndBothInputsGetTheSumsGradient) {
+  KernelModeGuard fused(KernelMode::kFused);
+  torch::manual_seed(6);
+  const auto x = (torch::randn({2, 5, 16}) * 3 + 1).requires_grad_(), r = torch::randn({2, 5, 16}).requires_grad_();
+  const auto w = torch::rand({16}) + 0.5, b = torch::randn({16});
+  EXPECT_FALSE(fused_add_layer_norm_applies(x, r, w, b));
+  const auto out = add_layer_norm(x, r, w, b);
+  EXPECT_TRUE(torch::equal(out.sum, x + r));
+  EXPECT_TRUE(torch::equal(out.normed, torch::layer_norm(x + r, {16}, w, b)));
+  (out.sum.sum() + (out.normed * out.normed).sum()).backward();
+  EXPECT_TRUE(torch::equal(x.grad(), r.grad()));
+}
+
+struct AddNormOutputs {
+  torch::Tensor sum, normed, dx, dr, dw, db;
+};
+
+// sum and normed of add_layer_norm in `mode`, and the gradients of sum . g_sum + normed . g_norm
+// (g_sum undefined: the sum is not used, as for the last norm of an encoder).
+AddNormOutputs run_add(KernelMode mode, const torch::Tensor& x0, const torch::Tensor& r0, const torch::Tensor& w0,
+                       const torch::Tensor& b0, const torch::Tensor& g_sum, const torch::Tensor& g_norm,
+                       torch::ScalarType dtype) {
+  KernelModeGuard guard(mode);
+  const auto x = x0.to(dtype).detach().requires_grad_(), r = r0.to(dtype).detach().requires_grad_();
+  const auto param = dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
+  const auto w = w0.to(param).detach().requires_grad_(), b = b0.to(param).detach().requires_grad_();
+  const auto out = add_layer_norm(x, r, w, b);
+  auto loss = (out.normed.to(torch::kDouble) * g_norm).sum();
+  if (g_sum.defined()) loss = loss + (out.sum.to(torch::kDouble) * g_sum).sum();
+  loss.backward();
+  return {out.sum.detach(), out.normed.detach(), x.grad(), r.grad(), w.grad(), b.grad()};
+}
+
+TEST(LayerNormCuda, AddNormMatchesTheAddThenTheNormInBothOutputsAndEveryGradient) {
+  if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
+  const torch::Device cuda(torch::kCUDA);
+  const auto opts = torch::TensorOptions().dtype(torch::kDouble).device(cuda);
+  int fused_cases = 0, checked = 0;
+  // ViT-B's 768 (three vectors a lane), 264 (a last chunk of one or two lanes), 1024, and 96, which
+  // the one-pass kernel does not take (the add, then the norm's own kernel).
+  for (const auto& shape : {std::vector<int64_t>{3, 197, 768}, {50, 264}, {7, 1024}, {33, 96}})
+    for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16})
+      for (const bool sum_used : {true, false}) {
+        torch::manual_seed(checked);
+        const int64_t width = shape.back();
+        const auto x = torch::randn(shape, opts) * 2 + 5, r = torch::randn(shape, opts);
+        const auto w = torch::rand({width}, opts) + 0.5, b = torch::randn({width}, opts);
+        const auto g_norm = torch::randn(shape, opts);
+        const auto g_sum = sum_used ? torch::randn(shape, opts) : torch::Tensor();
+        const auto xs = x.to(dtype), rs = r.to(dtype);
+        {
+          KernelModeGuard fused(KernelMode::kFused);
+          fused_cases += fused_add_layer_norm_applies(xs, rs, w.to(torch::kFloat), b.to(torch::kFloat));
+        }
+        const auto got = run_add(KernelMode::kFused, x, r, w, b, g_sum, g_norm, dtype);
+        const auto aten = run_add(KernelMode::kAten, x, r, w, b, g_sum, g_norm, dtype);
+        // The sum is rounded to the dtype as ATen's add rounds it: the same bits.
+        const std::string what = std::to_string(width) + " " + c10::toString(dtype) + (sum_used ? "" : ", sum unused");
+        EXPECT_TRUE(torch::equal(got.sum, aten.sum)) << what;
+        // Everything else against float64 on that rounded sum.
+        const auto want = run_add(KernelMode::kAten, aten.sum.to(torch::kDouble), torch::zeros_like(x), w, b, g_sum,
+                                  g_norm, torch::kDouble);
+        const double tol = tolerance(dtype);
+        EXPECT_LT(relative_error(got.normed, want.normed), tol) << "normed, " << what;
+        EXPECT_LT(relative_error(got.dx, want.dx), tol) << "dx, " << what;
+        EXPECT_TRUE(torch::equal(got.dx, got.dr)) << what;
+        EXPECT_LT(relative_error(got.dw, want.dw), tol) << "dweight, " << what;
+        EXPECT_LT(relative_error(got.db, want.db), tol) << "dbias, " << what;
+        ++checked;
+      }
+  EXPECT_EQ(checked, 4 * 3 * 2);
+  EXPECT_EQ(fused_cases, 3 * 3 * 2);  // all but the 96-wide rows
 }
 
 }  // namespace layer_norm_test

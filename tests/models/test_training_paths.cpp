@@ -8,10 +8,12 @@
 #include "model_test_support.h"
 #include "voxfit/core/torch_compat.h"
 #include "voxfit/kernels/instance_norm_act.h"
+#include "voxfit/kernels/layer_norm.h"
 #include "voxfit/models/attention.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/network.h"
+#include "voxfit/models/nets/vit.h"
 
 namespace voxfit::models {
 namespace {
@@ -377,6 +379,50 @@ TEST(FoldForInference, NetworksWithoutBatchNormHaveNothingToFold) {
   auto ctx = find_model("vit_base_patch16_224").defaults;
   ctx.params = {{"num_layers", "1"}, {"hidden_size", "64"}, {"mlp_dim", "128"}, {"num_heads", "2"}};
   EXPECT_FALSE(make_model("vit_base_patch16_224", ctx)->fold_for_inference());
+}
+
+// ViT's inference chains TransformerBlock::forward_parts, so that each block's last residual add
+// runs in the next norm (kernels::add_layer_norm); a training step runs each block's forward. On
+// the reference path the two are the same operations: the same bits. On a GPU, ViT-B's 768-wide
+// half rows take the one-pass kernel, and the network's output matches the reference path's.
+TEST(VitInference, ChainedBlocksGiveTheSameOutputAsBlockByBlock) {
+  torch::manual_seed(3);
+  VisionTransformer vit(VisionTransformerOptions()
+                            .img_size({32, 32})
+                            .hidden_size(64)
+                            .mlp_dim(128)
+                            .num_heads(4)
+                            .num_layers(3)
+                            .num_classes(10));
+  const auto x = torch::randn({2, 3, 32, 32});
+  vit->train();
+  const auto block_by_block = vit->forward(x)[0].detach();
+  vit->eval();
+  const torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(vit->forward(x)[0], block_by_block));
+}
+
+TEST(VitInference, CudaFusedAddNormMatchesTheReferenceInHalf) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  torch::manual_seed(4);
+  VisionTransformer vit(VisionTransformerOptions().img_size({32, 32}).mlp_dim(512).num_layers(2).num_classes(10));
+  vit->to(cuda, torch::kHalf);
+  vit->eval();
+  const torch::NoGradGuard no_grad;
+  const auto x = torch::randn({4, 3, 32, 32}, torch::TensorOptions().device(cuda).dtype(torch::kHalf));
+  {
+    const kernels::KernelModeGuard fused(kernels::KernelMode::kFused);
+    const auto rows = torch::zeros({4, 5, 768}, x.options());
+    EXPECT_TRUE(kernels::fused_add_layer_norm_applies(rows, rows, torch::Tensor(), torch::Tensor()));
+  }
+  torch::Tensor out[2];
+  for (const auto mode : {kernels::KernelMode::kAten, kernels::KernelMode::kFused}) {
+    const kernels::KernelModeGuard guard(mode);
+    out[mode == kernels::KernelMode::kFused ? 1 : 0] = vit->forward(x)[0].to(torch::kDouble);
+  }
+  const double scale = out[0].abs().max().item<double>();
+  EXPECT_LT((out[1] - out[0]).abs().max().item<double>() / scale, 2e-2);
 }
 
 }  // namespace

@@ -21,4 +21,21 @@ torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& 
 /// True where layer_norm runs the fused kernels for these arguments in the current mode.
 bool fused_layer_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
+/// A pre-norm transformer's residual step: the new residual stream and its norm.
+struct AddNorm {
+  torch::Tensor sum;     ///< x + residual
+  torch::Tensor normed;  ///< layer_norm(sum)
+};
+
+/// sum = x + residual and layer_norm(sum) (as layer_norm). Fused: one kernel reads x and residual
+/// once and writes both (where fused_add_layer_norm_applies); otherwise the add, then layer_norm.
+AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                       const torch::Tensor& bias, double eps = 1e-5);
+
+/// True where add_layer_norm runs the one fused kernel: the fused mode on a CUDA build, x and
+/// residual contiguous CUDA tensors of one shape and dtype (float, half or bfloat16) whose rows
+/// are a whole number of 16-byte vectors, 32 vectors to 1024 elements wide (ViT-B's 768).
+bool fused_add_layer_norm_applies(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                                  const torch::Tensor& bias);
+
 }  // namespace voxfit::kernels

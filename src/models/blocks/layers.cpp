@@ -54,6 +54,16 @@ torch::Tensor apply_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x
   return kernels::layer_norm(x, norm->weight, norm->bias, o.eps());
 }
 
+kernels::AddNorm apply_add_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x, const torch::Tensor& residual) {
+  const auto& o = norm->options;
+  if (o.normalized_shape().size() != 1 || x.dim() < 1 || x.size(-1) != o.normalized_shape()[0]) {
+    auto sum = x + residual;
+    auto normed = apply_layer_norm(norm, sum);
+    return {std::move(sum), std::move(normed)};
+  }
+  return kernels::add_layer_norm(x, residual, norm->weight, norm->bias, o.eps());
+}
+
 bool fused_patch_embedding() { return kernels::kernel_mode() == kernels::KernelMode::kFused; }
 
 torch::Tensor patch_tokens(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {

@@ -41,8 +41,19 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& o) {
 }
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x) {
-  const auto y = x + attn_(apply_layer_norm(norm1_, x));
-  return y + mlp_(apply_layer_norm(norm2_, y));
+  auto [stream, update] = forward_parts(x, {});
+  return stream + update;
+}
+
+std::pair<torch::Tensor, torch::Tensor> TransformerBlockImpl::forward_parts(const torch::Tensor& stream,
+                                                                            const torch::Tensor& pending) {
+  kernels::AddNorm in{stream, {}};
+  if (pending.defined())
+    in = apply_add_layer_norm(norm1_, stream, pending);
+  else
+    in.normed = apply_layer_norm(norm1_, stream);
+  const auto mid = apply_add_layer_norm(norm2_, in.sum, attn_(in.normed));
+  return {mid.sum, mlp_(mid.normed)};
 }
 
 }  // namespace voxfit::models

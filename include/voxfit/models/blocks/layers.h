@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "voxfit/kernels/layer_norm.h"
+
 namespace voxfit::models {
 
 /// A convolution of `spatial_dims` (2 or 3) dimensions with a cubic kernel.
@@ -81,6 +83,12 @@ inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::T
 /// kernel on CUDA under `--kernels fused`, which keeps the input as given and returns its dtype
 /// (ATen under autocast keeps a float32 cast and returns float32), else the module's own ATen op.
 torch::Tensor apply_layer_norm(const torch::nn::LayerNorm& norm, const torch::Tensor& x);
+
+/// x + residual and its norm by `norm`, through kernels::add_layer_norm: one kernel for both under
+/// `--kernels fused` where it applies (ViT-B's half rows at inference), else the add and
+/// apply_layer_norm.
+kernels::AddNorm apply_add_layer_norm(const torch::nn::LayerNorm& norm, const torch::Tensor& x,
+                                      const torch::Tensor& residual);
 
 /// A convolution whose kernel equals its stride, with no padding (a ViT's patch embedding), as one
 /// matrix product over the non-overlapping patches: tokens [B, L, out] in the order

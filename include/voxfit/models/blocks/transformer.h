@@ -57,6 +57,12 @@ class TransformerBlockImpl : public torch::nn::Module {
   explicit TransformerBlockImpl(const TransformerBlockOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
 
+  /// The block's output as two terms, {stream', update} with output = stream' + update, for the
+  /// input stream + pending (pending undefined: the input is stream). Each residual add then runs
+  /// in the kernel of the norm that follows it (models::apply_add_layer_norm): the next block's
+  /// first, or the encoder's last norm. forward(x) is the sum of forward_parts(x, {}).
+  std::pair<torch::Tensor, torch::Tensor> forward_parts(const torch::Tensor& stream, const torch::Tensor& pending);
+
  private:
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   SelfAttention attn_{nullptr};
