@@ -37,7 +37,7 @@ source experiments/common.sh
 
 if has tests; then
   stamp tests
-  for t in "kernels:*" "train:CudaGraph*:FusedDiceCe*" "models:FoldForInference*:*Sdpa*:SwinWindows*:*FusedMode*"; do
+  for t in "kernels:*" "train:CudaGraph*:FusedDiceCe*" "models:FoldForInference*:*Sdpa*:SwinWindows*:*FusedMode*:VitInference*"; do
     exe=build-cuda/tests/voxfit_test_${t%%:*}
     $exe --gtest_filter="${t#*:}" >"$logs/tests_${t%%:*}.log" 2>&1
     { echo "## tests $t: exit $?"; grep -E "^\[  PASSED|^\[  FAILED|SKIPPED \]" "$logs/tests_${t%%:*}.log" | head -20
