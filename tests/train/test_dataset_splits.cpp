@@ -292,11 +292,12 @@ TEST_F(DatasetSplitsCli, ScheduleFollowsTheOptimiserAndMirroringIsOneInTenUnless
     std::string options, optimizer, schedule;
     double flip;
   };
-  for (const Case& c : {Case{"", "sgd", "poly", 0.1}, Case{"--optimizer adamw", "adamw", "constant", 0.1},
-                        Case{"--optimizer adamw --schedule poly --flip-probability 0.5", "adamw", "poly", 0.5},
-                        Case{"--schedule constant", "sgd", "constant", 0.1}}) {
-    const fs::path run = dir() / "run";
-    fs::remove_all(run);
+  const std::vector<Case> cases = {Case{"", "sgd", "poly", 0.1}, Case{"--optimizer adamw", "adamw", "constant", 0.1},
+                                   Case{"--optimizer adamw --schedule poly --flip-probability 0.5", "adamw", "poly", 0.5},
+                                   Case{"--schedule constant", "sgd", "constant", 0.1}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const fs::path run = dir() / ("run" + std::to_string(i));
     const auto r = test::run_voxfit(tiny_train(root, dir() / "cache", run, c.options));
     ASSERT_EQ(r.exit_code, 0) << c.options << ": " << r.out << r.err;
     const auto config = read_json(run / "config.json");
