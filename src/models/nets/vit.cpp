@@ -57,16 +57,14 @@ std::vector<torch::Tensor> VisionTransformerImpl::forward(const torch::Tensor& i
   auto h = maybe_checkpoint(checkpoints(options_.checkpoint(), false), train, embed, x);
   h = torch::cat({cls_token_.expand({h.size(0), -1, -1}), h}, 1) + pos_embed_;
   const bool main = checkpoints(options_.checkpoint(), true);
+  torch::Tensor pending;  // the last block's update, not yet added to h
   if (train && torch::GradMode::is_enabled()) {  // maybe_checkpoint's per-block gradient sums
     for (auto& block : blocks_)
       h = maybe_checkpoint(
           main, train, [block](const torch::Tensor& in) mutable { return block->forward(in); }, h);
-    return {head_(apply_layer_norm(norm_, h).select(1, 0))};
+  } else {  // inference: each block's last residual add runs in the next norm's kernel
+    for (auto& block : blocks_) std::tie(h, pending) = block->forward_parts(h, pending);
   }
-  // Inference: each block's last residual add runs in the next norm's kernel
-  // (TransformerBlock::forward_parts).
-  torch::Tensor pending;
-  for (auto& block : blocks_) std::tie(h, pending) = block->forward_parts(h, pending);
   const auto normed = pending.defined() ? apply_add_layer_norm(norm_, h, pending).normed : apply_layer_norm(norm_, h);
   return {head_(normed.select(1, 0))};
 }
