@@ -1,6 +1,7 @@
 #include "voxfit/cli/train_options.h"
 
 #include <iostream>
+#include <sstream>
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/paths.h"
@@ -55,6 +56,41 @@ memory::BudgetSpec budget_from(const po::variables_map& vm) {
   return memory::parse_budget(vram, card, memory::load_card_table(card_table_path()));
 }
 
+namespace {
+
+// --augment SET (and --no-augment, its "none"): which of the three augmentation groups run.
+void apply_augment_set(const po::variables_map& vm, train::TrainOptions& o) {
+  const std::string set = vm["augment"].as<std::string>();
+  bool mirror = true, intensity = true, spatial = true;
+  if (set != "all") {
+    mirror = intensity = spatial = false;
+    std::stringstream parts(set);
+    for (std::string part; set != "none" && std::getline(parts, part, ',');) {
+      if (part == "mirror") mirror = true;
+      else if (part == "intensity") intensity = true;
+      else if (part == "spatial") spatial = true;
+      else
+        throw ConfigError("--augment " + set + ": '" + part +
+                          "' is not mirror, intensity or spatial (or all / none on its own)");
+    }
+  }
+  if (!mirror && set != "none" && !vm["flip-probability"].defaulted())
+    throw ConfigError("--flip-probability with --augment " + set + ", which has no mirror");
+  const bool none = set == "none" || vm["no-augment"].as<bool>();
+  if (vm["no-augment"].as<bool>() && !vm["augment"].defaulted() && set != "none")
+    throw ConfigError("--no-augment and --augment " + set + " disagree: give one");
+  if (none) {
+    o.loader.augment.enabled = false;
+    o.step.spatial_augment.reset();
+    return;
+  }
+  if (!mirror) o.loader.augment.flip_probability = 0;
+  o.loader.augment.intensity = intensity;
+  if (!spatial) o.step.spatial_augment.reset();
+}
+
+}  // namespace
+
 void add_training_options(CommandSpec& spec) {
   po::options_description d("Data");
   d.add_options()(
@@ -63,8 +99,11 @@ void add_training_options(CommandSpec& spec) {
       "cache", po::value<std::string>()->value_name("DIR"), "where to prepare the dataset (reused when up to date)")(
       "loader-threads", po::value<int>()->default_value(4)->value_name("N"), "patch loader worker threads")(
       "oversample", po::value<double>()->default_value(0.33)->value_name("P"),
-      "share of patches centred on a foreground voxel")("no-augment", po::bool_switch(),
-                                                        "no augmentation (flips, intensity, rotation/scaling)")(
+      "share of patches centred on a foreground voxel")(
+      "augment", po::value<std::string>()->default_value("all")->value_name("SET"),
+      "augmentations to run: all, none, or a comma list of mirror (flips), intensity (scale, shift, gamma, "
+      "noise) and spatial (rotation and zoom); e.g. mirror,spatial for labels that follow intensity")(
+      "no-augment", po::bool_switch(), "no augmentation: --augment none")(
       "flip-probability", po::value<double>()->default_value(0.1)->value_name("P"),
       "chance of mirroring each axis of a patch (MONAI's BTCV tutorial's 0.1; nnU-Net's 0.5)")(
       "validation-fraction", po::value<double>()->default_value(0.2)->value_name("F"),
@@ -112,10 +151,7 @@ train::TrainOptions training_options_from(const po::variables_map& vm, const std
   o.loader.augment.flip_probability = vm["flip-probability"].as<double>();
   if (!(o.loader.augment.flip_probability >= 0 && o.loader.augment.flip_probability <= 1))
     throw ConfigError("--flip-probability must be in [0, 1]");
-  if (vm["no-augment"].as<bool>()) {
-    o.loader.augment.enabled = false;
-    o.step.spatial_augment.reset();
-  }
+  apply_augment_set(vm, o);
   o.validation_fraction = vm["validation-fraction"].as<double>();
   if (vm.count("fold")) {
     o.fold = vm["fold"].as<int>();

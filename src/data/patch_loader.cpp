@@ -246,7 +246,8 @@ struct PatchLoader::State {
             for (std::int64_t ch = 0; ch < C; ++ch) flip_axis(img + ch * voxels, p, axis);
             flip_axis(lbl, p, axis);
           }
-      for (std::int64_t ch = 0; ch < C; ++ch) augment_channel(img + ch * voxels, voxels, a, rng);
+      if (a.intensity)
+        for (std::int64_t ch = 0; ch < C; ++ch) augment_channel(img + ch * voxels, voxels, a, rng);
     }
     counts.foreground += foreground;
     return foreground;

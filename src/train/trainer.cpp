@@ -70,6 +70,7 @@ nlohmann::json config_json(const TrainOptions& o, const data::Plan& plan) {
           {"augment",
            {{"enabled", o.loader.augment.enabled},
             {"flip_probability", o.loader.augment.flip_probability},
+            {"intensity", o.loader.augment.enabled && o.loader.augment.intensity},
             {"spatial", o.step.spatial_augment.has_value()}}},
           {"seed", o.seed},
           {"device", o.device.str()},

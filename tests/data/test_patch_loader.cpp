@@ -138,6 +138,26 @@ TEST_F(PatchLoader, FlipProbabilityOneMirrorsEveryAxisAndZeroNone) {
   EXPECT_FALSE(torch::equal(all.image, none.image));
 }
 
+// --augment without intensity: the intensity group (scale, shift, gamma, noise) leaves the image as
+// cropped even when each of its transforms is certain to be drawn; with it, the same crop changes.
+TEST_F(PatchLoader, IntensityOffLeavesThePatchAsCropped) {
+  const fs::path cache = ct_cache();
+  const auto index = data::CacheIndex::load(data::load_plan(cache));
+  const auto first_batch = [&](bool intensity, double probability) {
+    auto o = small(12, 4, 1);
+    o.augment.flip_probability = 0;
+    o.augment.scale_probability = o.augment.shift_probability = probability;
+    o.augment.gamma_probability = o.augment.noise_probability = probability;
+    o.augment.intensity = intensity;
+    data::PatchLoader loader(index, o);
+    return loader.next();
+  };
+  const data::Batch plain = first_batch(true, 0.0), off = first_batch(false, 1.0), on = first_batch(true, 1.0);
+  EXPECT_TRUE(torch::equal(off.image, plain.image));
+  EXPECT_TRUE(torch::equal(on.label, plain.label));
+  EXPECT_FALSE(torch::allclose(on.image, plain.image));
+}
+
 TEST_F(PatchLoader, SameSeedGivesTheSameBatchesForAnyThreadCount) {
   const fs::path cache = mri_cache();
   const auto index = data::CacheIndex::load(data::load_plan(cache));

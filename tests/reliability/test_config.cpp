@@ -179,6 +179,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadRun{"LearningRateNaN", {"--lr", "nan"}, {"--lr"}, 2},
                       BadRun{"OversampleAboveOne", {"--oversample", "2"}, {"--oversample"}, 2},
                       BadRun{"FlipProbabilityAboveOne", {"--flip-probability", "1.5"}, {"--flip-probability"}, 2},
+                      BadRun{"AugmentUnknownGroup", {"--augment", "mirror,elastic"}, {"'elastic'"}, 2},
+                      BadRun{"FlipProbabilityWithoutMirror", {"--augment", "spatial", "--flip-probability", "0.5"},
+                             {"--flip-probability", "no mirror"}, 2},
+                      // The tiny run already has --no-augment.
+                      BadRun{"NoAugmentAgainstAugment", {"--augment", "mirror"}, {"disagree"}, 2},
                       BadRun{"ValidationFractionOne", {"--validation-fraction", "1"}, {"validation fraction"}, 2},
                       BadRun{"NoLoaderThreads", {"--loader-threads", "0"}, {"--loader-threads"}, 2},
                       BadRun{"UnknownModel", {"--model", "unet4d"}, {"unet4d"}, 2},

@@ -307,5 +307,33 @@ TEST_F(DatasetSplitsCli, ScheduleFollowsTheOptimiserAndMirroringIsOneInTenUnless
   }
 }
 
+// --augment picks the groups that run; config.json records what the run used.
+TEST_F(DatasetSplitsCli, AugmentSetTurnsGroupsOffAndConfigRecordsThem) {
+  const fs::path root = msd_dataset(dir() / "ds", {"c0", "c1"});
+  struct Case {
+    std::string options;
+    bool enabled, intensity, spatial;
+    double flip;
+  };
+  const std::vector<Case> cases = {Case{"", true, true, true, 0.1},
+                                   Case{"--augment mirror,spatial", true, false, true, 0.1},
+                                   Case{"--augment intensity", true, true, false, 0.0},
+                                   Case{"--augment spatial,mirror --flip-probability 0.5", true, false, true, 0.5},
+                                   Case{"--no-augment", false, false, false, 0.1}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const fs::path run = dir() / ("aug" + std::to_string(i));
+    std::string command = tiny_train(root, dir() / "cache", run, c.options);
+    command.erase(command.find("--no-augment "), std::string("--no-augment ").size());  // the tiny run's
+    const auto r = test::run_voxfit(command);
+    ASSERT_EQ(r.exit_code, 0) << c.options << ": " << r.out << r.err;
+    const auto augment = read_json(run / "config.json")["augment"];
+    EXPECT_EQ(augment["enabled"], c.enabled) << c.options;
+    EXPECT_EQ(augment["intensity"], c.intensity) << c.options;
+    EXPECT_EQ(augment["spatial"], c.spatial) << c.options;
+    EXPECT_EQ(augment["flip_probability"], c.flip) << c.options;
+  }
+}
+
 }  // namespace dataset_splits_test
 }  // namespace voxfit::train

@@ -27,6 +27,7 @@ struct Batch {
 struct AugmentOptions {
   bool enabled = true;                  ///< master switch for everything below
   double flip_probability = 0.1;        ///< mirror each axis with this probability (MONAI's BTCV 0.1; nnU-Net 0.5)
+  bool intensity = true;                ///< the scale, shift, gamma and noise below
   double scale_probability = 0.15;      ///< multiply a channel by U(scale_range)
   std::array<double, 2> scale_range{0.75, 1.25};
   double shift_probability = 0.15;      ///< add U(shift_range) to a channel
