@@ -33,7 +33,7 @@ set title "Mean validation Dice, $model: voxfit vs MONAI\\n$title"
 set xlabel 'optimiser step'
 set ylabel 'mean Dice (foreground classes)'
 set yrange [0:1]
-set key left top
+set key right bottom
 set grid
 plot $(IFS=,; echo "${plots[*]}")
 EOF
