@@ -26,7 +26,8 @@
 #   LOADER_THREADS  voxfit's loader threads, default 12; WORKERS MONAI's, default 8
 #   SIDES           default "voxfit monai": which tools run (the MONAI side of a curve already
 #                   measured need not run again: MONAI's UNETR takes about 8 minutes on the CT)
-#   VOXFIT_ARGS     extra `voxfit train` options (e.g. "--flip-probability 0.5 --schedule poly", the defaults before session 42);
+#   VOXFIT_ARGS     extra `voxfit train` options (e.g. "--flip-probability 0.5 --schedule poly", the defaults before
+#                   session 42; "--augment mirror", the nearest to MONAI's augmentation);
 #   TAG             (no underscores) then names voxfit's runs voxfit-TAG_MODEL_DATASET_sSEED, so
 #                   variants sit beside the default run and plot.sh draws each as its own line
 #   VOXFIT_BIN, WORK (experiments/common.sh); VOXFIT_DEMO_MRI_DIR default .shared-data/demo

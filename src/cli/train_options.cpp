@@ -102,7 +102,7 @@ void add_training_options(CommandSpec& spec) {
       "share of patches centred on a foreground voxel")(
       "augment", po::value<std::string>()->default_value("all")->value_name("SET"),
       "augmentations to run: all, none, or a comma list of mirror (flips), intensity (scale, shift, gamma, "
-      "noise) and spatial (rotation and zoom); e.g. mirror,spatial for labels that follow intensity")(
+      "noise) and spatial (rotation and zoom); e.g. mirror, the nearest to MONAI's tutorial set")(
       "no-augment", po::bool_switch(), "no augmentation: --augment none")(
       "flip-probability", po::value<double>()->default_value(0.1)->value_name("P"),
       "chance of mirroring each axis of a patch (MONAI's BTCV tutorial's 0.1; nnU-Net's 0.5)")(
