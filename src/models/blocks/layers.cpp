@@ -47,21 +47,26 @@ bool norm_cancels_conv_bias(const nn::AnyModule& norm) {
          (norm.ptr()->as<nn::InstanceNorm3dImpl>() || norm.ptr()->as<nn::InstanceNorm2dImpl>());
 }
 
+// The norm is over x's last dimension alone, the rows kernels::layer_norm takes.
+static bool normalises_last_dim(const nn::LayerNorm& norm, const torch::Tensor& x) {
+  const auto& shape = norm->options.normalized_shape();
+  return shape.size() == 1 && x.dim() >= 1 && x.size(-1) == shape[0];
+}
+
 torch::Tensor apply_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x) {
   const auto& o = norm->options;
-  if (o.normalized_shape().size() != 1 || x.dim() < 1 || x.size(-1) != o.normalized_shape()[0])
+  if (!normalises_last_dim(norm, x))
     return torch::layer_norm(x, o.normalized_shape(), norm->weight, norm->bias, o.eps());  // ATen's errors
   return kernels::layer_norm(x, norm->weight, norm->bias, o.eps());
 }
 
 kernels::AddNorm apply_add_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x, const torch::Tensor& residual) {
-  const auto& o = norm->options;
-  if (o.normalized_shape().size() != 1 || x.dim() < 1 || x.size(-1) != o.normalized_shape()[0]) {
+  if (!normalises_last_dim(norm, x)) {
     auto sum = x + residual;
     auto normed = apply_layer_norm(norm, sum);
     return {std::move(sum), std::move(normed)};
   }
-  return kernels::add_layer_norm(x, residual, norm->weight, norm->bias, o.eps());
+  return kernels::add_layer_norm(x, residual, norm->weight, norm->bias, norm->options.eps());
 }
 
 bool fused_patch_embedding() { return kernels::kernel_mode() == kernels::KernelMode::kFused; }
