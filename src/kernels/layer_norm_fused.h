@@ -10,8 +10,6 @@ namespace voxfit::kernels {
 /// a weight or bias has x.size(-1) elements on x's device.
 bool fused_layer_norm_supports(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
-/// layer_norm on the fused kernels, with its own autograd node. It keeps x as given (in its own
-/// dtype and strides) and two floats a row. Requires fused_layer_norm_supports.
 /// fused_layer_norm_supports(x, weight, bias), and the residual is x's shape, dtype and device,
 /// both contiguous, with rows the 16-byte-load kernel takes (32 vectors to 1024 elements).
 bool fused_add_layer_norm_supports(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
@@ -22,6 +20,8 @@ bool fused_add_layer_norm_supports(const torch::Tensor& x, const torch::Tensor& 
 AddNorm add_layer_norm_fused(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
                              const torch::Tensor& bias, double eps);
 
+/// layer_norm on the fused kernels, with its own autograd node. It keeps x as given (in its own
+/// dtype and strides) and two floats a row. Requires fused_layer_norm_supports.
 torch::Tensor layer_norm_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                double eps);
 
