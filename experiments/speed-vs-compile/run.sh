@@ -3,7 +3,7 @@
 # build-cuda/voxfit exists, the kernel tests, the aten / fused training-throughput matrix
 # (experiments/kernels/run.sh), and kernel profiles of the fused training steps and the reference
 # inference (`voxfit cards profile`, summarised by experiments/profile-summary.py). Everything goes to
-# $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last).
+# $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last, ending with table.py's ratios).
 #   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
 #   PEER_SEG "model:batches[:patch] ..." (default unetr:1,2,4; patch 96); PEER_REF "model:precision ..." (timm,
 #            channels-last + compile, and TF32 for float32)
@@ -110,5 +110,6 @@ if has profile; then
   { echo; echo "## profiles"; cat "$logs/profiles.md"; } >>"$summary"
 fi
 
+{ echo; echo "## voxfit against the compiled peers (table.py)"; python3 experiments/speed-vs-compile/table.py "$logs"; } >>"$summary"
 stamp done
 cat "$summary"
