@@ -61,23 +61,20 @@ namespace {
 // --augment SET (and --no-augment, its "none"): which of the three augmentation groups run.
 void apply_augment_set(const po::variables_map& vm, train::TrainOptions& o) {
   const std::string set = vm["augment"].as<std::string>();
-  bool mirror = true, intensity = true, spatial = true;
-  if (set != "all") {
-    mirror = intensity = spatial = false;
-    std::stringstream parts(set);
-    for (std::string part; set != "none" && std::getline(parts, part, ',');) {
-      if (part == "mirror") mirror = true;
-      else if (part == "intensity") intensity = true;
-      else if (part == "spatial") spatial = true;
-      else
-        throw ConfigError("--augment " + set + ": '" + part +
-                          "' is not mirror, intensity or spatial (or all / none on its own)");
-    }
+  const bool all = set == "all", none = set == "none" || vm["no-augment"].as<bool>();
+  bool mirror = all, intensity = all, spatial = all;
+  std::stringstream parts(set);
+  for (std::string part; !all && set != "none" && std::getline(parts, part, ',');) {
+    if (part == "mirror") mirror = true;
+    else if (part == "intensity") intensity = true;
+    else if (part == "spatial") spatial = true;
+    else
+      throw ConfigError("--augment " + set + ": '" + part +
+                        "' is not mirror, intensity or spatial (or all / none on its own)");
   }
   if (!mirror && set != "none" && !vm["flip-probability"].defaulted())
     throw ConfigError("--flip-probability with --augment " + set + ", which has no mirror");
-  const bool none = set == "none" || vm["no-augment"].as<bool>();
-  if (vm["no-augment"].as<bool>() && !vm["augment"].defaulted() && set != "none")
+  if (none && set != "none" && !vm["augment"].defaulted())
     throw ConfigError("--no-augment and --augment " + set + " disagree: give one");
   if (none) {
     o.loader.augment.enabled = false;
