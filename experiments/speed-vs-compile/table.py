@@ -9,7 +9,7 @@ only formed inside one LOGDIR, so each comes from one device command; a row whos
 did not run in that call shows '-'. Read from each LOGDIR:
 - k_*/kernels.md (experiments/kernels/run.sh): training samples/s of the fused+graph variant;
   the patch is 128 where the folder name says so (run.sh names it after the train options);
-- peer_MODEL_PATCH_compile.log: peer_seg.py's JSON lines (MONAI + torch.compile);
+- peer_MODEL_PATCH[_bBATCHES]_compile.log: peer_seg.py's JSON lines (MONAI + torch.compile);
 - bench_MODEL_PRECISION_fused.log / peer_ref_MODEL_PRECISION.log: images/s per iteration of
   `voxfit bench` and of peer_ref.py (timm channels-last + compile). As in the results READMEs,
   voxfit's iterations 1-3 (0 is its capture) and the peer's 0-3 are averaged; their range is shown.
