@@ -80,9 +80,10 @@ if has peers; then
     IFS=: read -r m pb pp <<<"$spec"
     pp=${pp:-96}
     stamp "peer $m $pp"
+    plog=$logs/peer_${m}_${pp}_b${pb//,/-}_compile.log  # the batches in the name: one model may run twice
     python3 "$peer/peer_seg.py" --model "$m" --batches "$pb" --patch "$pp" --no-search --compile --steps 20 \
-      >"$logs/peer_${m}_${pp}_b${pb//,/-}_compile.log" 2>&1  # the batches in the name: one model may run twice
-    { echo; echo "## MONAI $m patch $pp + torch.compile"; grep -E '^\{' "$logs/peer_${m}_${pp}_b${pb//,/-}_compile.log" | tail -6; } >>"$summary"
+      >"$plog" 2>&1
+    { echo; echo "## MONAI $m patch $pp + torch.compile"; grep -E '^\{' "$plog" | tail -6; } >>"$summary"
     tar -czf "$out/issue26.tar.gz" -C "$logs" . 2>/dev/null  # a peer can outlast the call: keep what came
   done
   for spec in ${PEER_REF:-}; do  # model:precision
