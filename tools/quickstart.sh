@@ -20,6 +20,7 @@ if ! grep -q T1UCharRaw "$out/demo/dataset.json" 2>/dev/null; then
   "$vf" data demo "$out/demo" ${VOXFIT_DEMO_MRI_DIR:+--mri-dir "$VOXFIT_DEMO_MRI_DIR"}
   rm -rf "$out/train"
 fi
+# shellcheck disable=SC2054
 if "$vf" info | grep -q "^  cuda:0"; then
   grid=(--models unetr --patches 96 --precisions fp16 --budgets rtx3090,a40)
 else

@@ -98,8 +98,8 @@ void validate(const BenchOptions& o) {
   if (!(o.learning_rate > 0.0)) throw ConfigError("bench: learning_rate must be > 0");
   if (o.device.is_cuda()) {
     if (!cuda_available())
-      throw UnsupportedError("bench: device " + o.device.str() +
-                             " requested, but this build or machine has no CUDA device");
+      throw UnsupportedError("bench: device " + o.device.str() + " requested, but there is no CUDA device (" +
+                             no_gpu_reason() + ")");
     const auto n = static_cast<int>(cuda_devices().size());
     if (o.device.index() < 0 || o.device.index() >= n)
       throw ConfigError("bench: device " + std::to_string(o.device.index()) + " does not exist (" + std::to_string(n) +

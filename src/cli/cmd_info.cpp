@@ -25,7 +25,7 @@ int cmd_info(const Args& args) {
     std::printf("  %-12s %s\n", k.c_str(), v.c_str());
   };
   std::printf("voxfit %s\n", voxfit_version().c_str());
-  row("LibTorch", torch_version() + (cuda_available() ? " (CUDA)" : " (CPU only)"));
+  row("LibTorch", torch_version() + (cuda_runtime_version() != "none" ? " (CUDA build)" : " (CPU only)"));
   row("CUDA", cuda_runtime_version());
   row("cuDNN", cudnn_version());
   row("ITK", io::itk_version());
@@ -52,7 +52,7 @@ int cmd_info(const Args& args) {
                                                " SMs, " + format_bytes(g.total_bytes) + " total, " +
                                                format_bytes(g.free_bytes) + " free");
   }
-  if (!cuda_available()) std::printf("  (no CUDA device: this build or machine is CPU only)\n");
+  if (const std::string why = no_gpu_reason(); !why.empty()) std::printf("  no GPU used: %s\n", why.c_str());
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "voxfit/cli/model_options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/folder_lock.h"
 #include "voxfit/core/paths.h"
 #include "voxfit/core/units.h"
 #include "voxfit/memory/card_table.h"
@@ -178,6 +180,7 @@ int cmd_sweep(const Args& args) {
   if (!parse_command(spec, args, vm)) return 0;
   if (vm.count("merge")) {
     const fs::path dir = vm["merge"].as<std::string>();
+    const FolderLock lock(dir);
     const auto entries = sweep::merge_journals(sweep::point_journals(dir), dir);
     std::printf("%s: %zu points merged (results.jsonl, results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
     return 0;
@@ -197,6 +200,9 @@ int cmd_sweep(const Args& args) {
   }
 
   sweep::SweepOptions o = sweep_options_from(vm);
+  // One writer per output folder; an isolated probe writes only its answer file, for its sweep.
+  std::optional<FolderLock> lock;
+  if (!vm.count("probe-batch")) lock.emplace(o.output_dir);
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");
   // An isolated probe's own process: one probe of one point, its answer to --probe-output.
   if (run_isolated_probe(vm, [&](std::int64_t batch) {

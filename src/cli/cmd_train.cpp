@@ -1,10 +1,12 @@
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/model_options.h"
 #include "voxfit/cli/train_options.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/folder_lock.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/dist/communicator.h"
@@ -94,6 +96,9 @@ int cmd_train(const Args& args) {
   o.log_every = vm["log-every"].as<int64_t>();
   o.stop_after = vm["stop-after"].as<int64_t>();
   o.resume = vm["resume"].as<bool>();
+  // One writer per output folder: rank 0 (an isolated probe writes only its answer, for its run).
+  std::optional<FolderLock> lock;
+  if (!vm.count("probe-batch") && (!comm || comm->rank() == 0)) lock.emplace(o.output_dir);
   // Rank 0 prepares the cache; the others then find it up to date.
   if (comm && comm->rank() != 0) comm->barrier();
   o.cache_dir = prepared_cache(vm, o.output_dir / "cache");

@@ -41,7 +41,7 @@ torch::Device parse_device(const std::string& text, const std::string& what) {
   if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos)
     throw ConfigError(what + ": '" + text + "' is not auto, cpu, cuda, cuda:N or N");
   const int i = std::stoi(index);
-  if (!cuda_available()) throw UnsupportedError(what + " " + text + ": no CUDA device in this build or machine");
+  if (!cuda_available()) throw UnsupportedError(what + " " + text + ": no CUDA device (" + no_gpu_reason() + ")");
   if (i >= static_cast<int>(cuda_devices().size()))
     throw ConfigError(what + " " + text + ": there are only " + std::to_string(cuda_devices().size()) + " GPU(s)");
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i));

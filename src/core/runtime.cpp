@@ -5,6 +5,8 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <dlfcn.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -24,6 +26,40 @@ std::string voxfit_version() { return VOXFIT_VERSION; }
 std::string torch_version() { return TORCH_VERSION; }
 
 bool cuda_available() { return torch::cuda::is_available(); }
+
+std::string no_gpu_reason() {
+#if !defined(VOXFIT_WITH_CUDA)
+  return "this voxfit is built against a CPU-only LibTorch (" + torch_version() + ")";
+#else
+  if (cuda_available()) return "";
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && (!*v || std::string(v) == "-1"))
+    return std::string("CUDA_VISIBLE_DEVICES is ") + (*v ? "-1" : "empty") + ": every GPU is hidden";
+  // The driver's own answer, through its library (no CUDA header needed): what cuInit says.
+  void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!driver) return "no NVIDIA driver (libcuda.so.1 cannot be loaded)";
+  using Init = int (*)(unsigned);
+  using ErrorString = int (*)(int, const char**);
+  using Count = int (*)(int*);
+  const auto init = reinterpret_cast<Init>(::dlsym(driver, "cuInit"));
+  const auto error_string = reinterpret_cast<ErrorString>(::dlsym(driver, "cuGetErrorString"));
+  const auto count = reinterpret_cast<Count>(::dlsym(driver, "cuDeviceGetCount"));
+  std::string reason = "the NVIDIA driver reports no usable device";
+  if (init && count) {
+    const int rc = init(0);
+    int n = 0;
+    const char* text = nullptr;
+    if (rc != 0 && error_string && error_string(rc, &text) == 0 && text)
+      reason = std::string("the NVIDIA driver cannot start: ") + text;
+    else if (rc == 0 && count(&n) == 0 && n == 0)
+      reason = "the NVIDIA driver finds no device";
+    else if (rc == 0 && n > 0)
+      reason = "the driver sees " + std::to_string(n) + " device(s), but LibTorch cannot use them (CUDA " +
+               cuda_runtime_version() + " runtime, driver " + cuda_driver_version() + ")";
+  }
+  ::dlclose(driver);
+  return reason;
+#endif
+}
 
 std::vector<GpuInfo> cuda_devices() {
   std::vector<GpuInfo> out;

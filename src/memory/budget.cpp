@@ -90,6 +90,9 @@ std::string BudgetReport::to_text() const {
 
 CudaContextOverhead measure_cuda_context_overhead(int device) {
 #if defined(VOXFIT_WITH_CUDA)
+  if (!cuda_available())
+    throw UnsupportedError("a memory budget on cuda:" + std::to_string(device) + ": no CUDA device (" +
+                           no_gpu_reason() + ")");
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   {
     // The first tensor creates the context; mm initialises cuBLAS (fp32 and, through the half

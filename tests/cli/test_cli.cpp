@@ -6,12 +6,23 @@
 #include <string>
 #include <thread>
 
+#include <torch/cuda.h>
+
 #include "support/test_support.h"
 
 namespace voxfit {
 namespace {
 
 using test::run_voxfit;
+
+// Whether this build links a CUDA LibTorch (its kernels are then compiled in).
+bool torch_cuda_build() {
+#if defined(VOXFIT_WITH_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
 
 std::size_t count_lines(const std::string& s) {
   std::size_t n = 0;
@@ -128,6 +139,37 @@ TEST_F(Cli, ThreadsFollowOmpNumThreadsUnlessTheOptionIsGiven) {
     const auto ours = r.err.find("voxfit: error: OMP_NUM_THREADS=" + std::string(bad) + ": ");
     ASSERT_NE(ours, std::string::npos) << r.err;
     EXPECT_EQ(count_lines(r.err.substr(ours)), 1u) << r.err;
+  }
+}
+
+// Without a usable GPU, `voxfit info` says why in one line; with CUDA_VISIBLE_DEVICES empty that
+// is the reason whatever the machine has. The build's LibTorch decides which reasons can occur.
+TEST_F(Cli, InfoSaysInOneLineWhyNoGpuIsUsed) {
+  const bool cuda_build = torch_cuda_build();
+  {
+    const ScopedEnv hide("CUDA_VISIBLE_DEVICES", "");
+    const auto r = run_voxfit("info");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto at = r.out.find("  no GPU used: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("  cuda:0"), std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find(cuda_build ? "CUDA_VISIBLE_DEVICES is empty" : "CPU-only LibTorch"), std::string::npos)
+        << line;
+    EXPECT_NE(r.out.find(cuda_build ? "(CUDA build)" : "(CPU only)"), std::string::npos) << r.out;
+  }
+  if (!torch::cuda::is_available()) {
+    const ScopedEnv visible("CUDA_VISIBLE_DEVICES", nullptr);
+    const auto r = run_voxfit("info");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("  no GPU used: " + std::string(cuda_build ? "" : "this voxfit is built against a CPU-only")),
+              std::string::npos)
+        << r.out;
+    // The same reason where a GPU is asked for.
+    const auto t = run_voxfit("bench --model resnet50 --device cuda --steps 1");
+    EXPECT_EQ(t.exit_code, 2) << t.err;
+    EXPECT_EQ(count_lines(t.err), 1u) << t.err;
+    EXPECT_NE(t.err.find("no CUDA device ("), std::string::npos) << t.err;
   }
 }
 

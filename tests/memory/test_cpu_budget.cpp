@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -97,25 +99,71 @@ TEST(CpuBudget, RestoresThePreviousAllocatorAndToleratesTensorsThatOutliveIt) {
   EXPECT_EQ(later.stats().current_bytes, 40u);
 }
 
+// A reusable barrier for the threads of one test (std::barrier is C++20).
+class Barrier {
+ public:
+  explicit Barrier(int count) : count_(count) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int generation = generation_;
+    if (++arrived_ == count_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation != generation_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const int count_;
+  int arrived_ = 0;
+  int generation_ = 0;
+};
+
 TEST(CpuBudget, CountsExactlyUnderConcurrentAllocation) {
   // Loader threads and the training thread allocate at the same time; with a cap that some
-  // attempts hit, every byte must still be given back and the cap never passed.
-  const std::uint64_t cap = 8 << 20;
+  // attempts hit, every byte must still be given back and the cap never passed. The cap is reached
+  // by construction, not by luck of scheduling: in each round the four threads ask for 3 MiB each
+  // against an 8 MiB cap and hold what they got until all have asked (a barrier), so exactly 4 of
+  // the 12 one-MiB requests are refused per round, whichever thread loses each race. Between rounds
+  // every thread also churns random sizes under the cap, as the loader does.
+  const std::uint64_t mib = 1 << 20;
+  const std::uint64_t cap = 8 * mib;
+  const int threads_n = 4, per_thread = 3, rounds = 100, churn = 20;
   const ScopedCpuBudget budget(cap);
-  std::atomic<int> refused{0};
+  std::atomic<int> refused{0}, churn_refused{0};
+  Barrier barrier(threads_n);
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([t, &refused] {
+  for (int t = 0; t < threads_n; ++t) {
+    threads.emplace_back([&, t] {
       std::mt19937 rng(t);
-      std::uniform_int_distribution<int64_t> size(1, 300000);
-      std::vector<at::Tensor> live;
-      for (int i = 0; i < 1500; ++i) {
-        try {
-          live.push_back(at::empty({size(rng)}, at::kFloat));
-        } catch (const c10::OutOfMemoryError&) {
-          ++refused;
+      std::uniform_int_distribution<int64_t> size(1, 100000);
+      for (int r = 0; r < rounds; ++r) {
+        std::vector<at::Tensor> held;
+        for (int i = 0; i < per_thread; ++i) {
+          try {
+            held.push_back(at::empty({static_cast<int64_t>(mib / sizeof(float))}, at::kFloat));
+          } catch (const c10::OutOfMemoryError&) {
+            ++refused;
+          }
         }
-        if (live.size() > 6) live.erase(live.begin());
+        barrier.arrive_and_wait();  // all twelve requests made while every granted MiB is held
+        held.clear();
+        barrier.arrive_and_wait();  // all released before the next round's requests
+        std::vector<at::Tensor> live;
+        for (int i = 0; i < churn; ++i) {
+          try {
+            live.push_back(at::empty({size(rng)}, at::kFloat));
+          } catch (const c10::OutOfMemoryError&) {
+            ++churn_refused;
+          }
+          if (live.size() > 4) live.erase(live.begin());
+        }
+        live.clear();
+        barrier.arrive_and_wait();
       }
     });
   }
@@ -123,9 +171,11 @@ TEST(CpuBudget, CountsExactlyUnderConcurrentAllocation) {
   const CpuAllocatorStats s = budget.stats();
   EXPECT_EQ(s.current_bytes, 0u);
   EXPECT_LE(s.peak_bytes, cap);
-  EXPECT_GT(refused.load(), 0) << "the cap was never reached: the test does not test contention at the cap";
+  EXPECT_EQ(s.peak_bytes, cap) << "the held rounds fill the cap exactly";
+  EXPECT_EQ(refused.load(), rounds * (threads_n * per_thread - static_cast<int>(cap / mib)));
+  EXPECT_EQ(churn_refused.load(), 0) << "4 threads x 5 x 400 kB stay under the cap";
   EXPECT_EQ(s.ooms, static_cast<std::uint64_t>(refused.load()));
-  EXPECT_EQ(s.allocations + s.ooms, 4u * 1500u);
+  EXPECT_EQ(s.allocations + s.ooms, static_cast<std::uint64_t>(threads_n * rounds * (per_thread + churn)));
 }
 
 TEST(CpuBudget, IntraOpThreadsAreCounted) {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "reliability/reliability_util.h"
+#include "voxfit/core/folder_lock.h"
 #include "voxfit/train/checkpoint.h"
 
 namespace voxfit {
@@ -224,6 +225,60 @@ TEST_F(Interrupt, KillNineMidSweepResumesFromTheJournal) {
   EXPECT_EQ(keys.size(), after.size()) << "a point is in the journal twice";
   for (const char* f : {"results.csv", "summary.md"}) EXPECT_TRUE(fs::exists(out / f)) << f;
   EXPECT_EQ(test::partial_files(out), std::vector<std::string>{});
+}
+
+TEST_F(Interrupt, ASecondSweepIntoABusyFolderIsRefusedAndTheFirstFinishesWhole) {
+  const fs::path out = dir() / "sweep";
+  const std::vector<std::string> args{"sweep",
+                                      "--device",
+                                      "cpu",
+                                      "--threads",
+                                      "1",
+                                      "--dataset",
+                                      test::small_cache().string(),
+                                      "--models",
+                                      "unet3d",
+                                      "--patches",
+                                      "16",
+                                      "--stages",
+                                      "3",
+                                      "--base-features",
+                                      "4",
+                                      "--max-features",
+                                      "8",
+                                      "--budgets",
+                                      "40MiB,48MiB",
+                                      "--warmup-steps",
+                                      "0",
+                                      "--timed-steps",
+                                      "1",
+                                      "--output",
+                                      out.string()};
+  const test::Child first = test::spawn_voxfit(args, dir() / "first");
+  // The lock file names the first sweep once it holds the folder; it holds it until it exits.
+  const std::string holder = "pid " + std::to_string(first.pid) + ":";
+  const fs::path lock_file = out / FolderLock::kFileName;
+  const bool held = wait_until([&] { return test::read_file(lock_file).rfind(holder, 0) == 0; }, 150);
+  test::RunResult second;
+  if (held) second = test::run_child(args, dir() / "second");
+  const test::RunResult r = test::wait_child(first);
+  ASSERT_TRUE(held) << "the first sweep never locked its folder\n" << r.out << r.err;
+  EXPECT_TRUE(test::clean_failure(second, {out.string(), holder, "another voxfit process"}, 1));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto entries = json_lines(out / "results.jsonl");
+  EXPECT_EQ(entries.size(), 2u);
+  std::set<std::string> keys;
+  for (const auto& e : entries) keys.insert(e.value("key", ""));
+  EXPECT_EQ(keys.size(), entries.size()) << "a point is in the journal twice";
+  EXPECT_EQ(test::partial_files(out), std::vector<std::string>{});
+}
+
+TEST_F(Interrupt, TrainingIntoAFolderAnotherProcessHoldsIsRefused) {
+  const fs::path run = dir() / "run";
+  const FolderLock mine(run);  // this test process is the other writer
+  const auto r = test::run_child(test::tiny_train_args(run, 2), dir() / "log");
+  EXPECT_TRUE(test::clean_failure(r, {run.string(), "pid " + std::to_string(::getpid())}, 1));
+  EXPECT_FALSE(fs::exists(run / "config.json")) << "the refused run wrote into the folder";
 }
 
 }  // namespace

@@ -22,6 +22,9 @@ struct GpuInfo {
 
 /// True when this build links a CUDA LibTorch and a GPU is visible.
 bool cuda_available();
+/// Why no GPU is used, in one phrase ("" when one is): a CPU-only LibTorch, CUDA_VISIBLE_DEVICES
+/// empty, no NVIDIA driver, or what the driver says (no device, a driver too old, ...).
+std::string no_gpu_reason();
 /// Every visible GPU; empty on CPU-only builds or machines.
 std::vector<GpuInfo> cuda_devices();
 /// "13.0" or "none".
