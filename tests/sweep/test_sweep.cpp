@@ -211,7 +211,8 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
 }
 
 TEST_F(Sweep, CommandLineRunsAndRejectsASweepWithoutBudget) {
-  auto r = test::run_voxfit("sweep --dataset " + test::prepared_ct_cache().string() +
+  // A CPU budget: the sweep runs on the CPU also where a GPU is present (device auto would take it).
+  auto r = test::run_voxfit("sweep --device cpu --dataset " + test::prepared_ct_cache().string() +
                             " --models unet3d --patches 16x32x32 --stages 3 --base-features 4 --max-features 16"
                             " --budgets 256MiB --warmup-steps 1 --timed-steps 2 --no-throughput-table"
                             " --optimizer adamw --lr 3e-4 --validation-fraction 0.5 --output " +
