@@ -1,12 +1,13 @@
 #pragma once
 // What a network's registry entry is written with (internal to src/models): each
 // src/models/nets/S.cpp defines `ModelEntry S_entry()` beside its network, and CMake lists every
-// such file in the generated voxfit_model_entries.h that registry() reads. The entry declares its
-// settable parameters with defaults taken from its options struct (one source of truth, text()) and
-// maps a ModelContext onto those options (Params).
+// such file in the generated voxfit_model_entries.h that registry() reads. entry_for<Options>
+// makes the entry from the parameters the options struct declares (params.h): their names, defaults
+// and help for `voxfit models` and the command line, and their typed reading from a ModelContext.
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -25,9 +26,15 @@ inline std::string text(double v) {
   s << v;
   return s.str();
 }
+inline std::string text(const std::string& v) { return v; }
 inline std::string text(const std::vector<int64_t>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+inline std::string text(const std::vector<double>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + text(v[i]);
   return s;
 }
 
@@ -90,10 +97,44 @@ class Params {
     return out;
   }
 
+  std::vector<double> reals(const std::string& name) const {
+    const std::string v = raw(name);
+    std::vector<double> out;
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const auto x = to_number(item);
+      if (!x || !(*x > 0)) fail(name, v, "a comma-separated list of positive numbers");
+      out.push_back(*x);
+    }
+    if (out.empty()) fail(name, v, "a comma-separated list of positive numbers");
+    return out;
+  }
+
   std::string norm(const std::string& name) const {
     const std::string v = raw(name);
     if (!is_norm_name(v)) fail(name, v, "instance, instance_affine, batch or none");
     return v;
+  }
+
+  /// The value of `name` as a field of type T (params.h's types); integers at least `min`, and a
+  /// `norm_name` a make_norm name.
+  template <class T>
+  T get(const std::string& name, int64_t min) const {
+    if constexpr (std::is_same_v<T, int64_t>)
+      return integer(name, min);
+    else if constexpr (std::is_same_v<T, bool>)
+      return flag(name);
+    else if constexpr (std::is_same_v<T, double>)
+      return real(name);
+    else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+      return integers(name);
+    else if constexpr (std::is_same_v<T, std::vector<double>>)
+      return reals(name);
+    else {
+      static_assert(std::is_same_v<T, std::string>, "a declared parameter of an unsupported type");
+      return name == "norm_name" ? norm(name) : raw(name);
+    }
   }
 
  private:
@@ -112,5 +153,56 @@ class Params {
   std::vector<ModelParam> declared_;
   const ModelContext& ctx_;
 };
+
+template <class O, class = void>
+struct HasMinimum : std::false_type {};
+template <class O>
+struct HasMinimum<O, std::void_t<decltype(O::minimum(std::string()))>> : std::true_type {};
+
+/// The least value of the integer parameter `name` of options O: O::minimum(name) where declared, else 1.
+template <class O>
+int64_t minimum_of(const std::string& name) {
+  if constexpr (HasMinimum<O>::value)
+    return O::minimum(name);
+  else
+    return 1;
+}
+
+/// The parameters options O declares (params.h), with O's defaults as text.
+template <class O>
+std::vector<ModelParam> declared_params() {
+  const O defaults;
+  std::vector<ModelParam> out;
+  O::for_each_param([&](const char* name, auto member, const char* help) {
+    out.push_back({name, text(defaults.*member), help});
+  });
+  return out;
+}
+
+/// Options O with every declared parameter read from `ctx.params` (or its default).
+template <class O>
+O read_params(const std::string& model, const std::vector<ModelParam>& declared, const ModelContext& ctx) {
+  const Params p(model, declared, ctx);
+  O o;
+  O::for_each_param([&](const char* name, auto member, const char*) {
+    using T = std::decay_t<decltype(o.*member)>;
+    o.*member = p.get<T>(name, minimum_of<O>(name));
+  });
+  return o;
+}
+
+/// The registry entry of a network with options O: its parameters are O's declared ones, and
+/// `build(options read from the context, ctx)` sets the rest (channels, classes, patch,
+/// checkpointing, layout) and builds it.
+template <class O, class Build>
+ModelEntry entry_for(std::string name, std::string summary, TaskKind task, ModelContext defaults,
+                     int64_t reference_parameters, Build build) {
+  ModelEntry e{std::move(name), std::move(summary),  task, declared_params<O>(), nullptr, std::move(defaults),
+               reference_parameters};
+  e.make = [model = e.name, declared = e.params, build](const ModelContext& ctx) -> Network {
+    return build(read_params<O>(model, declared, ctx), ctx);
+  };
+  return e;
+}
 
 }  // namespace voxfit::models::detail

@@ -11,7 +11,6 @@
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/runtime.h"
-#include "voxfit/models/monai_names.h"
 #include "voxfit/models/network.h"
 #include "voxfit/train/checkpoint.h"
 
@@ -20,8 +19,6 @@ namespace voxfit::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-bool is_true(const std::string& v) { return v == "true" || v == "1" || v == "yes" || v == "on"; }
 
 // torch.save's zip format holding `value`, as torch::pickle_save writes it but without the type
 // tags TorchScript adds to a typed dict (a torch.jit._pickle.restore_type_tag call): torch.load's
@@ -41,53 +38,6 @@ std::string pickle_untagged(const c10::IValue& value) {
   torch::jit::writeArchiveAndTensors("data", data.data(), data.size(), pickler.tensorData(), writer);
   writer.writeEndOfFile();
   return archive;
-}
-
-std::vector<int64_t> integers(const std::string& v) {
-  std::vector<int64_t> out;
-  size_t start = 0;
-  for (size_t comma; (comma = v.find(',', start)) != std::string::npos; start = comma + 1)
-    out.push_back(std::stoll(v.substr(start, comma - start)));
-  out.push_back(std::stoll(v.substr(start)));
-  return out;
-}
-
-// MONAI's norm_name for voxfit's; null where MONAI's blocks have no such choice.
-nlohmann::json monai_norm(const std::string& norm) {
-  if (norm == "instance" || norm == "batch") return norm;
-  if (norm == "instance_affine") return nlohmann::json::array({"instance", {{"affine", true}}});
-  return nullptr;
-}
-
-// The MONAI class and keyword arguments that build the network these weights belong to (values
-// from the registry's parsed parameters: `params` holds every declared parameter); null where
-// MONAI has no counterpart. UNETR: MONAI fixes 12 layers, so another num_layers has none either.
-nlohmann::json monai_constructor(const std::string& model, const models::ModelContext& ctx,
-                                 const std::map<std::string, std::string>& params) {
-  nlohmann::json kwargs = {{"in_channels", ctx.in_channels}, {"out_channels", ctx.num_classes}};
-  if (model == "unetr") {
-    if (params.at("num_layers") != "12") return nullptr;
-    kwargs["img_size"] = ctx.patch;
-    for (const char* k : {"feature_size", "hidden_size", "mlp_dim", "num_heads"}) kwargs[k] = std::stoll(params.at(k));
-    kwargs["qkv_bias"] = is_true(params.at("qkv_bias"));
-    kwargs["res_block"] = is_true(params.at("res_block"));
-    kwargs["norm_name"] = monai_norm(params.at("norm_name"));
-    return {{"class", "monai.networks.nets.UNETR"}, {"kwargs", kwargs}};
-  }
-  if (model == "swin_unetr") {
-    kwargs["feature_size"] = std::stoll(params.at("feature_size"));
-    kwargs["depths"] = integers(params.at("depths"));
-    kwargs["num_heads"] = integers(params.at("num_heads"));
-    const int64_t w = std::stoll(params.at("window_size"));
-    kwargs["window_size"] = std::vector<int64_t>{w, w, w};
-    kwargs["mlp_ratio"] = std::stod(params.at("mlp_ratio"));
-    kwargs["qkv_bias"] = is_true(params.at("qkv_bias"));
-    kwargs["normalize"] = is_true(params.at("normalize_hidden"));
-    kwargs["use_v2"] = is_true(params.at("use_v2"));
-    kwargs["norm_name"] = monai_norm(params.at("norm_name"));
-    return {{"class", "monai.networks.nets.SwinUNETR"}, {"kwargs", kwargs}};
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -129,12 +79,14 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
   ExportSummary summary;
   summary.model = model;
   summary.sidecar = sidecar;
-  const bool monai = names == ExportNames::kMonai && models::has_monai_names(model);
+  // The reference implementation's names where the network's entry has them (ModelEntry::reference).
+  const auto& reference = models::find_model(model).reference;
+  const bool monai = names == ExportNames::kMonai && reference && reference->framework == "monai";
   nlohmann::json kept = nlohmann::json::array();
   c10::Dict<std::string, at::Tensor> dict;
   const auto add = [&](const std::string& name, const torch::Tensor& t) {
     if (!t.defined()) return;  // LibTorch registers absent biases and norm statistics as undefined
-    const std::string key = names == ExportNames::kMonai ? models::monai_name(model, name) : name;
+    const std::string key = monai ? reference->name(name) : name;
     if (dict.contains(key)) throw Error("export: two tensors map to '" + key + "' (a voxfit bug)");
     if (key != name)
       ++summary.renamed;
@@ -157,7 +109,7 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
                                {"classes", ctx.num_classes},
                                {"patch", ctx.patch},
                                {"names", to_string(names)},
-                               {"monai", monai ? monai_constructor(model, ctx, params) : nlohmann::json(nullptr)},
+                               {"monai", monai ? reference->constructor(ctx, params) : nlohmann::json(nullptr)},
                                {"voxfit_names_kept", kept},
                                {"tensors", summary.tensors},
                                {"checkpoint", fs::absolute(checkpoint).string()},

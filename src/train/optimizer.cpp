@@ -4,6 +4,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/core/torch_compat.h"
+#include "voxfit/models/network.h"
 
 namespace voxfit::train {
 
@@ -19,7 +20,7 @@ OptimizerOptions OptimizerOptions::defaults_for(OptimizerKind kind) {
 }
 
 OptimizerKind default_optimizer(const std::string& model) {
-  return model == "unet3d" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+  return parse_optimizer(models::find_model(model).recipe.optimizer);
 }
 
 ScheduleKind default_schedule(OptimizerKind kind) {

@@ -32,6 +32,9 @@
 //   cached by the module; they are charged to swin_vit, as the tracker's largest step (the first)
 //   sees them. The residual stream is in `c` (UNETR's is float32: its position embedding is).
 // - checkpointed blocks keep only their outputs (the input is the block before's).
+// Each network applies these rules to its own blocks (NetworkImpl::saved_activations, with the
+// op rules of src/models/activation_rules.h), as nnU-Net's networks answer
+// compute_conv_feature_map_size for themselves.
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -39,58 +42,16 @@
 #include <string>
 #include <vector>
 
+#include "voxfit/models/activation_estimate.h"
 #include "voxfit/models/network.h"
 
 namespace voxfit::models {
 
-/// Bytes per dtype name ("float32", "float16", "bfloat16", "int64", "bool").
-using DtypeByteCounts = std::map<std::string, std::int64_t>;
-std::int64_t total_bytes(const DtypeByteCounts& bytes);
-/// "float32", "float16", ... (the names memory::bytes_by_dtype uses).
-std::string dtype_name(c10::ScalarType dtype);
-
-/// What one top-level block leaves live when it ends.
-struct BlockActivations {
-  std::string name;  ///< "encoder0", "transformer3", "out", ...
-  DtypeByteCounts bytes;
-  /// A checkpointed block: what its recomputation in backward makes again (all it would keep
-  /// unchecked, output included); 0 for a block that is not checkpointed.
-  std::int64_t recomputed = 0;
-  /// The largest single tensor it keeps (without checkpointing), bytes.
-  std::int64_t largest = 0;
-  /// Weights and biases of its convolutions and linear layers (elements): what backward makes
-  /// gradients for once it has passed the block.
-  std::int64_t parameters = 0;
-  std::int64_t total() const { return total_bytes(bytes); }
-};
-
-struct ActivationEstimate {
-  std::vector<BlockActivations> blocks;  ///< in forward order
-  /// The network's outputs (logits; deep-supervision heads too), part of their blocks above: what a
-  /// loss that keeps none of them frees when the forward ends.
-  DtypeByteCounts outputs;
-  /// The largest single activation tensor (bytes) of the forward without checkpointing: the scale
-  /// of backward's transient gradients.
-  std::int64_t largest_tensor = 0;
-  std::int64_t total() const;
-};
-
 /// The saved activations of a training forward of `net` (training mode, its own checkpointing) on
-/// an input of `input_shape` ([B, C, D, H, W]) under autocast to `compute` (kFloat: no autocast).
-/// Throws UnsupportedError for networks without an analytic model (the 2D classifiers, SwinUNETR-v2) and
-/// ModelError for an input the network does not accept.
-/// Which of voxfit's CUDA paths the forward runs (--kernels fused, --lean-decoders on, on a GPU).
-struct KernelPaths {
-  /// voxfit's fused CUDA kernels run: an instance norm without affine parameters or ReLU keeps its
-  /// output (and a residual added after it), not the convolution output before it
-  /// (kernels::instance_norm_act); the loss keeps the outputs and per-sample sums only
-  /// (kernels::dice_ce_fused, counted by train::predict_step_memory); SwinUNETR's layer norms keep
-  /// their input as given and return its dtype (kernels::layer_norm), not a float32 cast.
-  bool fused_kernels = false;
-  /// A decoder keeps its upsampled input instead of the concatenation: kernels::convs_of_concat.
-  bool lean_decoders = false;
-};
-
+/// an input of `input_shape` ([B, C, D, H, W]) under autocast to `compute` (kFloat: no autocast),
+/// as the network answers NetworkImpl::saved_activations, with each checkpointed block's
+/// recomputation filled in. Throws UnsupportedError for networks without an analytic model (the
+/// 2D classifiers, SwinUNETR-v2) and ModelError for an input the network does not accept.
 ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vector<std::int64_t>& input_shape,
                                         c10::ScalarType compute = c10::kFloat, const KernelPaths& paths = {});
 

@@ -5,8 +5,8 @@
 
 namespace voxfit::models {
 
-/// True where `model` (a registry name) has a MONAI counterpart whose names voxfit maps:
-/// "unetr" (monai.networks.nets.UNETR) and "swin_unetr" (monai.networks.nets.SwinUNETR).
+/// True where `model`'s registry entry names a MONAI reference implementation whose names voxfit
+/// maps (ModelEntry::reference): unetr (monai.networks.nets.UNETR), swin_unetr (SwinUNETR).
 bool has_monai_names(const std::string& model);
 
 /// MONAI's state-dict key for voxfit's dotted parameter or buffer name `name` of `model`

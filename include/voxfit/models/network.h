@@ -1,6 +1,7 @@
 #pragma once
 // The contract between every network and the rest of voxfit (train, sweep, bench): one base
 // module, a context that says what the network is built for, and a name -> factory registry.
+#include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -10,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "voxfit/models/activation_estimate.h"
 
 namespace voxfit::models {
 
@@ -67,6 +70,16 @@ class NetworkImpl : public torch::nn::Module {
   /// weights reach their final device, dtype and memory format; training forwards are unchanged.
   /// Returns false where the network has nothing to fold (the default).
   virtual bool fold_for_inference() { return false; }
+  /// What a training forward on `input_shape` keeps for backward, per top-level block under the
+  /// names the forward gives its blocks (core::BlockScope), by the rules of memory_estimate.h, under
+  /// autocast to `compute` on `paths`, with `recompute` instead of the network's own checkpointing
+  /// where given. nullopt for a network without an analytic model (the default). The input is
+  /// checked by the caller (models::estimate_activations).
+  virtual std::optional<ActivationEstimate> saved_activations(const std::vector<int64_t>& input_shape,
+                                                              c10::ScalarType compute, const KernelPaths& paths,
+                                                              std::optional<CheckpointMode> recompute) const {
+    return std::nullopt;
+  }
 };
 using Network = std::shared_ptr<NetworkImpl>;
 
@@ -75,6 +88,35 @@ struct ModelParam {
   std::string name;           ///< snake_case, as in ModelContext::params and `--name` on the CLI (dashes)
   std::string default_value;  ///< the reference setting, as text
   std::string help;
+};
+
+/// How a network trains unless told otherwise: its reference's optimiser ("adamw" or "sgd"; the
+/// learning rate, weight decay, clipping and schedule are that optimiser's defaults,
+/// train::OptimizerOptions::defaults_for and train::default_schedule). Deep supervision is the
+/// network's own parameter where it has one.
+struct TrainingRecipe {
+  std::string optimizer = "adamw";
+};
+
+/// The reference implementation a network is built from, for `voxfit export`: its parameter names
+/// and the constructor that builds it with the exported weights.
+struct ReferenceImplementation {
+  std::string framework;  ///< "monai" (the `--names` value that selects these names)
+  /// The reference's state-dict key for voxfit's dotted parameter or buffer name; a name with no
+  /// counterpart comes back unchanged.
+  std::function<std::string(const std::string& name)> name;
+  /// {"class": "monai.networks.nets.UNETR", "kwargs": {...}} for `ctx` and every declared parameter
+  /// as text; null where the reference cannot build this configuration.
+  std::function<nlohmann::json(const ModelContext& ctx, const std::map<std::string, std::string>& params)> constructor;
+};
+
+/// A configuration whose parameter count the reference implementation states (tested for every
+/// entry: tests/models/test_parameter_counts.cpp).
+struct ReferenceCount {
+  std::string label;                          ///< "swin_unetr_24"
+  std::map<std::string, std::string> params;  ///< on top of the entry's defaults
+  int64_t parameters = 0;
+  std::vector<int64_t> patch = {};  ///< the patch, where it shapes the network (empty: the default's)
 };
 
 struct ModelEntry {
@@ -95,6 +137,11 @@ struct ModelEntry {
   /// Position in registry() and `voxfit models` (ascending, ties by name): unet3d 10, unetr 20,
   /// swin_unetr 30, resnet50 40, vit_base_patch16_224 50; a network that sets none lists after them.
   int listing_order = 100;
+  TrainingRecipe recipe;
+  /// Where voxfit export can name the weights as the reference implementation does.
+  std::optional<ReferenceImplementation> reference;
+  /// Further configurations with stated counts, besides `defaults` (reference_parameters).
+  std::vector<ReferenceCount> reference_counts;
 };
 
 /// The layout of `entry` on `device` for `--channels-last` auto (nullopt), on or off.

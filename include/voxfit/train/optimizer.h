@@ -28,8 +28,8 @@ struct OptimizerOptions {
 };
 
 OptimizerKind parse_optimizer(const std::string& text);
-/// The optimiser a network trains with unless told otherwise: SGD for unet3d (nnU-Net's), AdamW
-/// for the transformers (their papers').
+/// The optimiser a network trains with unless told otherwise: its registry entry's recipe
+/// (models::TrainingRecipe; SGD for unet3d as nnU-Net, AdamW for the transformers as their papers).
 OptimizerKind default_optimizer(const std::string& model);
 /// The schedule an optimiser trains with unless told otherwise: poly for SGD (nnU-Net's), constant
 /// for AdamW (MONAI's UNETR / SwinUNETR tutorials; on the real CT, UNETR reached mean Dice 0.338

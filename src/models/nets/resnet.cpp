@@ -140,28 +140,15 @@ std::vector<std::vector<int64_t>> ResNetImpl::output_shapes(const std::vector<in
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
 // (generated voxfit_model_entries.h); the helpers are in registry_support.h.
 ModelEntry resnet_entry() {
-  using detail::Params;
-  using detail::text;
-  const ResNetOptions d;
-  ModelEntry e{"resnet50",
-               "ResNet-50 v1.5 (timm / torchvision), 2D classification, the reference benchmark",
-               TaskKind::kClassification2d,
-               {{"blocks_per_stage", text(d.blocks_per_stage()), "ResNet bottlenecks per stage (4 stages)"},
-                {"zero_init_last", text(d.zero_init_last()), "zero the last BatchNorm of each bottleneck (timm init)"}},
-               nullptr,
-               detail::classification_context(),
-               25557032};
-  const auto declared = e.params;
-  e.make = [declared](const ModelContext& ctx) -> Network {
-    const Params p("resnet50", declared, ctx);
-    return std::make_shared<ResNetImpl>(ResNetOptions()
-                                            .in_channels(ctx.in_channels)
-                                            .num_classes(ctx.num_classes)
-                                            .blocks_per_stage(p.integers("blocks_per_stage"))
-                                            .zero_init_last(p.flag("zero_init_last"))
-                                            .checkpoint(ctx.checkpoint)
-                                            .channels_last(ctx.channels_last));
-  };
+  ModelEntry e = detail::entry_for<ResNetOptions>(
+      "resnet50", "ResNet-50 v1.5 (timm / torchvision), 2D classification, the reference benchmark",
+      TaskKind::kClassification2d, detail::classification_context(), 25557032,
+      [](ResNetOptions o, const ModelContext& ctx) -> Network {
+        return std::make_shared<ResNetImpl>(o.in_channels(ctx.in_channels)
+                                                .num_classes(ctx.num_classes)
+                                                .checkpoint(ctx.checkpoint)
+                                                .channels_last(ctx.channels_last));
+      });
   e.listing_order = 40;
   return e;
 }

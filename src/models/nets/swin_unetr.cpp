@@ -8,6 +8,8 @@
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
 
+#include "../activation_rules.h"
+#include "../monai_naming.h"
 #include "../registry_support.h"
 
 namespace voxfit::models {
@@ -31,18 +33,18 @@ SwinUNETRImpl::SwinUNETRImpl(const SwinUNETROptions& o) : options_(o) {
                                                          .num_heads(o.num_heads())
                                                          .mlp_ratio(o.mlp_ratio())
                                                          .qkv_bias(o.qkv_bias())
-                                                         .normalize(o.normalize())
+                                                         .normalize(o.normalize_hidden())
                                                          .use_v2(o.use_v2())
                                                          .attention(o.attention())
                                                          .checkpoint_blocks(checkpoints(o.checkpoint(), true))
                                                          .checkpoint_rest(rest)));
-  const auto block = [&](int64_t in, int64_t out) { return UnetBlock(UnetBlockOptions(in, out).norm(o.norm())); };
+  const auto block = [&](int64_t in, int64_t out) { return UnetBlock(UnetBlockOptions(in, out).norm(o.norm_name())); };
   encoder1_ = register_module("encoder1", block(o.in_channels(), f));
   encoder2_ = register_module("encoder2", block(f, f));
   encoder3_ = register_module("encoder3", block(2 * f, 2 * f));
   encoder4_ = register_module("encoder4", block(4 * f, 4 * f));
   encoder10_ = register_module("encoder10", block(16 * f, 16 * f));
-  const auto up = [&](int64_t in, int64_t out) { return UnetrUpBlock(UnetrUpBlockOptions(in, out).norm(o.norm())); };
+  const auto up = [&](int64_t in, int64_t out) { return UnetrUpBlock(UnetrUpBlockOptions(in, out).norm(o.norm_name())); };
   decoder5_ = register_module("decoder5", up(16 * f, 8 * f));
   decoder4_ = register_module("decoder4", up(8 * f, 4 * f));
   decoder3_ = register_module("decoder3", up(4 * f, 2 * f));
@@ -104,47 +106,206 @@ std::vector<std::vector<int64_t>> SwinUNETRImpl::output_shapes(const std::vector
   return {{in[0], options_.num_classes(), in[2], in[3], in[4]}};
 }
 
+namespace {
+
+std::int64_t product(const Size3& s) { return s[0] * s[1] * s[2]; }
+
+// One stage of the Swin encoder on a `size` grid of `dim` channels in the stream's dtype (the
+// compute dtype: convolution and linear outputs and their sums), its blocks and patch merging.
+// A shifted stage's attention mask [windows, n, n] (float32) is made on the first forward and then
+// cached by the module; it is charged here, as the tracker's largest step (the first) sees it.
+void swin_stage(rules::Tally& t, const SwinUNETROptions& o, std::size_t stage, const Size3& size, std::int64_t dim, bool main,
+                bool rest) {
+  using namespace rules;
+  const ScalarType c = t.compute();
+  const std::int64_t w = o.window_size(), tokens = product(size), mlp = static_cast<std::int64_t>(dim * o.mlp_ratio());
+  const auto [window, shift] = window_and_shift(size, {w, w, w}, {w / 2, w / 2, w / 2});
+  Size3 padded;
+  for (int i = 0; i < 3; ++i) padded[i] = (size[i] + window[i] - 1) / window[i] * window[i];
+  const std::int64_t n = product(window), windows = product(padded) / n, heads = o.num_heads()[stage];
+  const bool shifts = shift[0] > 0 || shift[1] > 0 || shift[2] > 0;
+  if (shifts) t.keep_unbatched(windows * n * n, c10::kFloat);
+  for (std::int64_t b = 0; b < o.depths()[stage]; ++b) {
+    if (main) {
+      t.keep(tokens * dim, c);
+      continue;
+    }
+    const bool masked = shifts && b % 2 == 1;
+    pre_norm(t, tokens, dim, c);
+    // The relative-position index of a shrunken window is a copy of part of the full one's.
+    if (n < w * w * w) t.keep_unbatched(n * n, c10::kLong);
+    attention_half(t, product(padded), n, dim, heads, o.qkv_bias(), o.attention(),
+                   (masked ? windows : 1) * heads * n * n);
+    mlp_half(t, tokens, dim, mlp, c);
+  }
+  if (rest) {
+    t.keep(tokens * dim / 4, c);
+    return;
+  }
+  // Patch merging: the 8-way concatenation (as the norm saves it: ATen under autocast casts it to
+  // float32, kernels::layer_norm keeps it as it is), the norm's output, and the reduction's
+  // [tokens / 8, 2 dim] output.
+  t.keep(tokens * dim, t.layer_norm_dtype(c));
+  t.layer_norm(tokens / 8);
+  linear_after_norm(t, 8 * dim * 2 * dim, tokens * dim);
+}
+
+}  // namespace
+
+std::optional<ActivationEstimate> SwinUNETRImpl::saved_activations(const std::vector<int64_t>& shape,
+                                                                   c10::ScalarType c, const KernelPaths& paths,
+                                                                   std::optional<CheckpointMode> recompute) const {
+  using namespace rules;
+  const auto& o = options_;
+  if (o.use_v2()) return std::nullopt;
+  const CheckpointMode mode = recompute.value_or(o.checkpoint());
+  Tally t(c, shape[0], paths);
+  const ScalarType f32 = c10::kFloat;
+  const bool main = checkpoints(mode, true), rest = checkpoints(mode, false);
+  const std::int64_t f = o.feature_size(), voxels = shape[2] * shape[3] * shape[4];
+  const auto at = [&](int halvings) { return voxels >> (3 * halvings); };
+  t.block("swin_vit");
+  t.matmul_layer(conv_weights(o.in_channels(), f, 2, true), o.in_channels() * voxels, f32);
+  t.keep(f * at(1), c);  // the patch embedding: stage 0's input and the first hidden state
+  // The hidden states: layer-normed over channels and made contiguous for the decoder. ATen's norm
+  // returns float32 (a half input is cast and the cast saved), so the copy is float32 too;
+  // kernels::layer_norm keeps its input as given and returns its dtype. Without normalize, the
+  // stages' outputs are copied as they are. A merging output nothing else keeps is the norm's input.
+  const auto hidden = [&](std::int64_t elements, std::int64_t channels, bool merged) {
+    if (!o.normalize_hidden()) {
+      if (merged) t.keep(elements, c);
+      return c;
+    }
+    const ScalarType normed = t.layer_norm_dtype(c);
+    if (normed != c)
+      t.keep(elements, normed);  // the cast the norm keeps
+    else if (merged && !rest)
+      t.keep(elements, c);
+    t.layer_norm(elements / channels);
+    t.keep(elements, normed);
+    return normed;
+  };
+  std::vector<ScalarType> dtypes = {hidden(f * at(1), f, false)};
+  for (std::size_t s = 0; s < 4; ++s) {
+    const std::int64_t dim = f << s;
+    if (s > 0) t.keep(dim * at(1 + static_cast<int>(s)), c);  // the stage's contiguous input
+    const std::int64_t side = 1 + static_cast<std::int64_t>(s);
+    const Size3 size = {shape[2] >> side, shape[3] >> side, shape[4] >> side};
+    swin_stage(t, o, s, size, dim, main, rest);
+    dtypes.push_back(hidden(2 * dim * at(2 + static_cast<int>(s)), 2 * dim, true));
+  }
+  const auto block = [&](const char* name, std::int64_t in, std::int64_t out, std::int64_t v, ScalarType dt) {
+    t.block(name);
+    if (rest) {
+      t.keep(out * v, c);
+      return c;
+    }
+    return unet_block(t, in, out, v, dt, true);
+  };
+  const ScalarType e0 = block("encoder1", o.in_channels(), f, voxels, f32);
+  const ScalarType e1 = block("encoder2", f, f, at(1), dtypes[0]);
+  const ScalarType e2 = block("encoder3", 2 * f, 2 * f, at(2), dtypes[1]);
+  const ScalarType e3 = block("encoder4", 4 * f, 4 * f, at(3), dtypes[2]);
+  ScalarType dec = block("encoder10", 16 * f, 16 * f, at(5), dtypes[4]);
+  const struct {
+    const char* name;
+    std::int64_t in, out;
+    int level;
+    ScalarType skip;
+  } ups[] = {{"decoder5", 16 * f, 8 * f, 4, dtypes[3]},
+             {"decoder4", 8 * f, 4 * f, 3, e3},
+             {"decoder3", 4 * f, 2 * f, 2, e2},
+             {"decoder2", 2 * f, f, 1, e1},
+             {"decoder1", f, f, 0, e0}};
+  for (const auto& up : ups) {
+    t.block(up.name);
+    if (rest)
+      t.keep(up.out * at(up.level), c);
+    else
+      dec = up_block(t, up.in, up.out, at(up.level), dec, up.skip, true);
+  }
+  t.block("out");
+  t.matmul_layer(conv_weights(f, o.num_classes(), 1, true), f * voxels, dec);
+  t.output(o.num_classes() * voxels, c);
+  return t.finish();
+}
+
+namespace {
+
+/// swinViT's children: patch_embed (MONAI's PatchEmbed holds the conv as "proj"), and per stage
+/// n voxfit's layers{n}_block{i}, layers{n}_downsample and layers{n}c, which MONAI holds in
+/// ModuleLists of one: layers{n}.0.blocks.{i}, layers{n}.0.downsample, layers{n}c.0 (a
+/// UnetrBasicBlock).
+monai::Name monai_swin_transformer(const monai::Parts& p) {
+  using namespace monai;
+  if (p.size() < 3) return std::nullopt;
+  const std::string& m = p[1];
+  if (m == "patch_embed" && p.size() == 3) return "swinViT.patch_embed.proj." + p[2];
+  if (m.compare(0, 6, "layers") != 0) return std::nullopt;
+  size_t end = 6;
+  while (end < m.size() && std::isdigit(static_cast<unsigned char>(m[end]))) ++end;
+  const std::string stage = m.substr(6, end - 6), suffix = m.substr(end);
+  if (stage.empty()) return std::nullopt;
+  const std::string layer = "swinViT.layers" + stage;
+  if (suffix == "c") {
+    const auto b = unet_block(p, 2);
+    return b ? std::optional<std::string>(layer + "c.0.layer." + *b) : std::nullopt;
+  }
+  if (suffix == "_downsample") {
+    if (p[2] != "norm" && p[2] != "reduction") return std::nullopt;
+    return layer + ".0.downsample." + join(p, 2);
+  }
+  if (const auto i = index_after(suffix, "_block")) {
+    const auto b = transformer_block(p, 2, "proj");
+    return b ? std::optional<std::string>(layer + ".0.blocks." + *i + "." + *b) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+monai::Name monai_swin_unetr(const monai::Parts& p) {
+  using namespace monai;
+  const std::string& top = p[0];
+  if (top == "swinViT") return monai_swin_transformer(p);
+  if (top == "encoder1" || top == "encoder2" || top == "encoder3" || top == "encoder4" || top == "encoder10")
+    return basic_encoder(p);
+  if (top == "out") return out_block(p);
+  return decoder(p);
+}
+
+}  // namespace
+
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
 // (generated voxfit_model_entries.h); the helpers are in registry_support.h.
 ModelEntry swin_unetr_entry() {
-  using detail::Params;
-  using detail::text;
-  const SwinUNETROptions d;
-  ModelEntry e{"swin_unetr",
-               "Swin UNETR (MONAI 1.3): Swin-T encoder (patch 2, window 7), conv decoder, feature size 48",
-               TaskKind::kSegmentation3d,
-               {{"feature_size", text(d.feature_size()), "decoder / embedding width of the net"},
-                {"depths", text(d.depths()), "Swin blocks per stage (4 stages)"},
-                {"num_heads", text(d.num_heads()), "attention heads (per stage for swin_unetr)"},
-                {"window_size", text(d.window_size()), "Swin attention window (cubic)"},
-                {"mlp_ratio", text(d.mlp_ratio()), "Swin MLP width over channel width"},
-                {"qkv_bias", text(d.qkv_bias()), "bias on the attention q/k/v projection"},
-                {"normalize_hidden", text(d.normalize()), "layer-normalise the Swin hidden states fed to the decoder"},
-                {"use_v2", text(d.use_v2()), "SwinUNETR-v2: a residual conv block before each Swin stage"},
-                {"norm_name", d.norm(), "normalisation: instance, instance_affine, batch or none"}},
-               nullptr,
-               ModelContext{},
-               62187296};
-  const auto declared = e.params;
-  e.make = [declared](const ModelContext& ctx) -> Network {
-    const Params p("swin_unetr", declared, ctx);
-    return std::make_shared<SwinUNETRImpl>(SwinUNETROptions()
-                                               .in_channels(ctx.in_channels)
-                                               .num_classes(ctx.num_classes)
-                                               .feature_size(p.integer("feature_size"))
-                                               .depths(p.integers("depths"))
-                                               .num_heads(p.integers("num_heads"))
-                                               .window_size(p.integer("window_size"))
-                                               .mlp_ratio(p.real("mlp_ratio"))
-                                               .qkv_bias(p.flag("qkv_bias"))
-                                               .normalize(p.flag("normalize_hidden"))
-                                               .use_v2(p.flag("use_v2"))
-                                               .norm(p.norm("norm_name"))
-                                               .attention(ctx.attention)
-                                               .checkpoint(ctx.checkpoint)
-                                               .channels_last(ctx.channels_last));
-  };
+  ModelEntry e = detail::entry_for<SwinUNETROptions>(
+      "swin_unetr", "Swin UNETR (MONAI 1.3): Swin-T encoder (patch 2, window 7), conv decoder, feature size 48",
+      TaskKind::kSegmentation3d, ModelContext{}, 62187296, [](SwinUNETROptions o, const ModelContext& ctx) -> Network {
+        return std::make_shared<SwinUNETRImpl>(o.in_channels(ctx.in_channels)
+                                                   .num_classes(ctx.num_classes)
+                                                   .attention(ctx.attention)
+                                                   .checkpoint(ctx.checkpoint)
+                                                   .channels_last(ctx.channels_last));
+      });
   e.listing_order = 30;
+  e.reference = ReferenceImplementation{
+      "monai", [](const std::string& name) { return monai::rename(name, monai_swin_unetr); },
+      [](const ModelContext& ctx, const std::map<std::string, std::string>& params) -> nlohmann::json {
+        nlohmann::json kwargs = {{"in_channels", ctx.in_channels}, {"out_channels", ctx.num_classes}};
+        kwargs["feature_size"] = std::stoll(params.at("feature_size"));
+        kwargs["depths"] = monai::integers(params.at("depths"));
+        kwargs["num_heads"] = monai::integers(params.at("num_heads"));
+        const int64_t w = std::stoll(params.at("window_size"));
+        kwargs["window_size"] = std::vector<int64_t>{w, w, w};
+        kwargs["mlp_ratio"] = std::stod(params.at("mlp_ratio"));
+        kwargs["qkv_bias"] = monai::is_true(params.at("qkv_bias"));
+        kwargs["normalize"] = monai::is_true(params.at("normalize_hidden"));
+        kwargs["use_v2"] = monai::is_true(params.at("use_v2"));
+        kwargs["norm_name"] = monai::norm(params.at("norm_name"));
+        return {{"class", "monai.networks.nets.SwinUNETR"}, {"kwargs", kwargs}};
+      }};
+  e.reference_counts = {{"swin_unetr_24", {{"feature_size", "24"}}, 15703304},
+                        {"swin_unetr_12", {{"feature_size", "12"}}, 4078220},
+                        {"swin_unetr_v2_48", {{"use_v2", "true"}}, 72762656}};
   return e;
 }
 

@@ -10,6 +10,7 @@
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
 
+#include "../activation_rules.h"
 #include "../registry_support.h"
 
 namespace voxfit::models {
@@ -30,7 +31,7 @@ UNet3DImpl::UNet3DImpl(const UNet3DOptions& o) : options_(o) {
     encoder_.push_back(ConvStack(ConvStackOptions(s == 0 ? o.in_channels() : features[s - 1], features[s])
                                      .num_convs(o.convs_per_stage())
                                      .stride(s == 0 ? 1 : 2)
-                                     .norm(o.norm())));
+                                     .norm(o.norm_name())));
     register_module("encoder" + std::to_string(s), encoder_.back());
   }
   // Decoder stage i brings stage (stages-1-i) up to the resolution of stage (stages-2-i).
@@ -38,7 +39,7 @@ UNet3DImpl::UNet3DImpl(const UNet3DOptions& o) : options_(o) {
     const int64_t below = features[o.stages() - 1 - i], skip = features[o.stages() - 2 - i];
     const auto n = std::to_string(i);
     upsample_.push_back(make_conv(3, {below, skip, 2, 2, true, true}));
-    decoder_.push_back(ConvStack(ConvStackOptions(2 * skip, skip).num_convs(o.convs_per_stage()).norm(o.norm())));
+    decoder_.push_back(ConvStack(ConvStackOptions(2 * skip, skip).num_convs(o.convs_per_stage()).norm(o.norm_name())));
     heads_.push_back(make_conv(3, {skip, o.num_classes(), 1, 1, true, false}));
     register_module("transpconv" + n, upsample_.back().ptr());
     register_module("decoder" + n, decoder_.back());
@@ -106,42 +107,68 @@ std::vector<std::vector<int64_t>> UNet3DImpl::output_shapes(const std::vector<in
   return shapes;
 }
 
+// nnU-Net's planner asks the network for its feature maps (compute_conv_feature_map_size); voxfit
+// asks it for what its training forward keeps, by memory_estimate.h's rules.
+std::optional<ActivationEstimate> UNet3DImpl::saved_activations(const std::vector<int64_t>& shape, c10::ScalarType c,
+                                                                const KernelPaths& paths,
+                                                                std::optional<CheckpointMode> recompute) const {
+  using namespace rules;
+  const auto& o = options_;
+  const CheckpointMode mode = recompute.value_or(o.checkpoint());
+  Tally t(c, shape[0], paths);
+  std::vector<std::int64_t> features;
+  for (std::int64_t s = 0; s < o.stages(); ++s)
+    features.push_back(std::min(o.base_features() << std::min<std::int64_t>(s, 20), o.max_features()));
+  const auto voxels = [&](std::int64_t s) { return (shape[2] >> s) * (shape[3] >> s) * (shape[4] >> s); };
+  const bool affine = o.norm_name() == "instance_affine";
+  const auto stack = [&](std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t v, ScalarType dt,
+                         bool checkpointed) {
+    if (checkpointed) {
+      t.keep(out * v, t.compute());
+      return;
+    }
+    for (std::int64_t i = 0; i < o.convs_per_stage(); ++i)
+      conv_norm_act(t, i == 0 ? in : out, out, i == 0 ? in_voxels : v, v, i == 0 ? dt : t.compute(), 3, true, affine);
+  };
+  const bool main = checkpoints(mode, true), rest = checkpoints(mode, false);
+  for (std::int64_t s = 0; s < o.stages(); ++s) {
+    t.block("encoder" + std::to_string(s));
+    stack(s == 0 ? o.in_channels() : features[s - 1], features[s], voxels(s == 0 ? 0 : s - 1), voxels(s),
+          s == 0 ? c10::kFloat : t.compute(), main);
+  }
+  const std::int64_t n = o.stages() - 1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t below = features[n - i], skip = features[n - 1 - i], v = voxels(n - 1 - i);
+    t.block("decoder" + std::to_string(i));
+    // The transposed conv's output goes into the concatenation only; the concatenation stays.
+    if (!rest) {
+      t.matmul_layer(conv_weights(below, skip, 2, true), below * voxels(n - i), t.compute());
+      // Lean decoders keep the upsampled part, not the concatenation.
+      t.keep((t.paths().lean_decoders ? 1 : 2) * skip * v, t.compute());
+    }
+    stack(2 * skip, skip, v, v, t.compute(), rest);
+    if (o.deep_supervision() || i + 1 == n) {
+      t.matmul_layer(conv_weights(skip, o.num_classes(), 1, true), skip * v, t.compute());
+      t.output(o.num_classes() * v, t.compute());
+    }
+  }
+  return t.finish();
+}
+
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
 // (generated voxfit_model_entries.h); the helpers are in registry_support.h.
 ModelEntry unet3d_entry() {
-  using detail::Params;
-  using detail::text;
-  const UNet3DOptions d;
-  ModelEntry e{
-      "unet3d",
-      "nnU-Net v2 3d_fullres PlainConvUNet (32-64-128-256-320-320, deep supervision)",
-      TaskKind::kSegmentation3d,
-      {{"stages", text(d.stages()), "resolution stages of the UNet (input divisible by 2^(stages-1))"},
-       {"base_features", text(d.base_features()), "features of the first UNet stage, doubled per stage"},
-       {"max_features", text(d.max_features()), "cap on the UNet's features per stage"},
-       {"convs_per_stage", text(d.convs_per_stage()), "conv-norm-LeakyReLU units per UNet stage"},
-       {"deep_supervision", text(d.deep_supervision()), "UNet returns every decoder stage's logits while training"},
-       {"norm_name", d.norm(), "normalisation: instance, instance_affine, batch or none"}},
-      nullptr,
-      ModelContext{},
-      31205254};
-  const auto declared = e.params;
-  e.make = [declared](const ModelContext& ctx) -> Network {
-    const Params p("unet3d", declared, ctx);
-    return std::make_shared<UNet3DImpl>(UNet3DOptions()
-                                            .in_channels(ctx.in_channels)
-                                            .num_classes(ctx.num_classes)
-                                            .stages(p.integer("stages", 2))
-                                            .base_features(p.integer("base_features"))
-                                            .max_features(p.integer("max_features"))
-                                            .convs_per_stage(p.integer("convs_per_stage"))
-                                            .deep_supervision(p.flag("deep_supervision"))
-                                            .norm(p.norm("norm_name"))
-                                            .checkpoint(ctx.checkpoint)
-                                            .channels_last(ctx.channels_last));
-  };
+  ModelEntry e = detail::entry_for<UNet3DOptions>(
+      "unet3d", "nnU-Net v2 3d_fullres PlainConvUNet (32-64-128-256-320-320, deep supervision)",
+      TaskKind::kSegmentation3d, ModelContext{}, 31205254, [](UNet3DOptions o, const ModelContext& ctx) -> Network {
+        return std::make_shared<UNet3DImpl>(o.in_channels(ctx.in_channels)
+                                                .num_classes(ctx.num_classes)
+                                                .checkpoint(ctx.checkpoint)
+                                                .channels_last(ctx.channels_last));
+      });
   e.channels_last_on_cuda = true;
   e.listing_order = 10;
+  e.recipe.optimizer = "sgd";  // nnU-Net's: SGD, Nesterov 0.99, lr 1e-2, poly
   return e;
 }
 

@@ -77,38 +77,17 @@ std::vector<std::vector<int64_t>> VisionTransformerImpl::output_shapes(const std
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
 // (generated voxfit_model_entries.h); the helpers are in registry_support.h.
 ModelEntry vit_entry() {
-  using detail::Params;
-  using detail::text;
-  const VisionTransformerOptions d;
-  ModelEntry e{"vit_base_patch16_224",
-               "ViT-B/16 (timm), class token, 2D classification, the reference benchmark",
-               TaskKind::kClassification2d,
-               {{"patch_size", text(d.patch_size()), "ViT patch size (square)"},
-                {"hidden_size", text(d.hidden_size()), "transformer token width"},
-                {"mlp_dim", text(d.mlp_dim()), "transformer MLP width"},
-                {"num_heads", text(d.num_heads()), "attention heads (per stage for swin_unetr)"},
-                {"num_layers", text(d.num_layers()), "transformer layers"},
-                {"qkv_bias", text(d.qkv_bias()), "bias on the attention q/k/v projection"}},
-               nullptr,
-               detail::classification_context(),
-               86567656};
-  const auto declared = e.params;
-  e.make = [declared](const ModelContext& ctx) -> Network {
-    const Params p("vit_base_patch16_224", declared, ctx);
-    return std::make_shared<VisionTransformerImpl>(VisionTransformerOptions()
-                                                       .in_channels(ctx.in_channels)
-                                                       .num_classes(ctx.num_classes)
-                                                       .img_size(ctx.patch)
-                                                       .patch_size(p.integer("patch_size"))
-                                                       .hidden_size(p.integer("hidden_size"))
-                                                       .mlp_dim(p.integer("mlp_dim"))
-                                                       .num_heads(p.integer("num_heads"))
-                                                       .num_layers(p.integer("num_layers"))
-                                                       .qkv_bias(p.flag("qkv_bias"))
-                                                       .attention(ctx.attention)
-                                                       .checkpoint(ctx.checkpoint)
-                                                       .channels_last(ctx.channels_last));
-  };
+  ModelEntry e = detail::entry_for<VisionTransformerOptions>(
+      "vit_base_patch16_224", "ViT-B/16 (timm), class token, 2D classification, the reference benchmark",
+      TaskKind::kClassification2d, detail::classification_context(), 86567656,
+      [](VisionTransformerOptions o, const ModelContext& ctx) -> Network {
+        return std::make_shared<VisionTransformerImpl>(o.in_channels(ctx.in_channels)
+                                                           .num_classes(ctx.num_classes)
+                                                           .img_size(ctx.patch)
+                                                           .attention(ctx.attention)
+                                                           .checkpoint(ctx.checkpoint)
+                                                           .channels_last(ctx.channels_last));
+      });
   e.listing_order = 50;
   return e;
 }

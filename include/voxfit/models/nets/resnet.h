@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "voxfit/models/network.h"
+#include "voxfit/models/params.h"
 
 namespace voxfit::models {
 
@@ -34,13 +35,16 @@ class BottleneckImpl : public torch::nn::Module {
 TORCH_MODULE(Bottleneck);
 
 /// Defaults: resnet50 (25,557,032 parameters).
+/// The settable parameters (params.h): X(type, name, default, help).
+#define VOXFIT_RESNET_PARAMS(X)                                                                                   \
+  X(std::vector<int64_t>, blocks_per_stage, (std::vector<int64_t>{3, 4, 6, 3}),                                  \
+    "ResNet bottlenecks per stage (4 stages; 3,4,6,3 = ResNet-50, 3,4,23,3 = ResNet-101)")                        \
+  X(bool, zero_init_last, true, "zero the last BatchNorm of each bottleneck (timm init)")
+
 struct ResNetOptions {
   TORCH_ARG(int64_t, in_channels) = 3;
   TORCH_ARG(int64_t, num_classes) = 1000;
-  /// Bottlenecks in each of the four stages (3,4,6,3 = ResNet-50; 3,4,23,3 = ResNet-101).
-  TORCH_ARG(std::vector<int64_t>, blocks_per_stage) = std::vector<int64_t>{3, 4, 6, 3};
-  /// Zero the last BatchNorm of every bottleneck (timm's default init).
-  TORCH_ARG(bool, zero_init_last) = true;
+  VOXFIT_PARAMS(ResNetOptions, VOXFIT_RESNET_PARAMS)
   /// `blocks`: each bottleneck; `all`: the stem too. BatchNorm running statistics are updated
   /// again by the recomputation.
   TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;

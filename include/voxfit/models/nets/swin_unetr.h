@@ -11,26 +11,29 @@
 #include "voxfit/models/blocks/conv_blocks.h"
 #include "voxfit/models/blocks/swin.h"
 #include "voxfit/models/network.h"
+#include "voxfit/models/params.h"
 
 namespace voxfit::models {
 
 /// Defaults: feature size 48, 1 channel in, 14 out (62,187,296 parameters; 72,762,656 with use_v2).
+/// The settable parameters (params.h): X(type, name, default, help).
+#define VOXFIT_SWIN_UNETR_PARAMS(X)                                                                           \
+  X(int64_t, feature_size, 48, "decoder / embedding width of the net (stage i: feature_size * 2^i; a multiple of 12)") \
+  X(std::vector<int64_t>, depths, (std::vector<int64_t>{2, 2, 2, 2}), "Swin blocks per stage (4 stages)")     \
+  X(std::vector<int64_t>, num_heads, (std::vector<int64_t>{3, 6, 12, 24}),                                    \
+    "attention heads (per stage for swin_unetr)")                                                             \
+  X(int64_t, window_size, 7, "Swin attention window (cubic)")                                                 \
+  X(double, mlp_ratio, 4.0, "Swin MLP width over channel width")                                              \
+  X(bool, qkv_bias, true, "bias on the attention q/k/v projection")                                           \
+  X(bool, normalize_hidden, true,                                                                             \
+    "layer-normalise the Swin hidden states fed to the decoder (MONAI's `normalize`)")                        \
+  X(bool, use_v2, false, "SwinUNETR-v2: a residual conv block before each Swin stage")                        \
+  X(std::string, norm_name, "instance", "normalisation: instance, instance_affine, batch or none")
+
 struct SwinUNETROptions {
   TORCH_ARG(int64_t, in_channels) = 1;
   TORCH_ARG(int64_t, num_classes) = 14;
-  /// Embedding width (stage i: feature_size * 2^i); a multiple of 12 as MONAI requires.
-  TORCH_ARG(int64_t, feature_size) = 48;
-  TORCH_ARG(std::vector<int64_t>, depths) = std::vector<int64_t>{2, 2, 2, 2};
-  TORCH_ARG(std::vector<int64_t>, num_heads) = std::vector<int64_t>{3, 6, 12, 24};
-  TORCH_ARG(int64_t, window_size) = 7;
-  TORCH_ARG(double, mlp_ratio) = 4.0;
-  TORCH_ARG(bool, qkv_bias) = true;
-  /// Layer-normalise the encoder's hidden states before the decoder (MONAI's `normalize`).
-  TORCH_ARG(bool, normalize) = true;
-  /// SwinUNETR-v2: a residual conv block before each Swin stage.
-  TORCH_ARG(bool, use_v2) = false;
-  /// A make_norm name for the conv blocks (MONAI's "instance": no affine parameters).
-  TORCH_ARG(std::string, norm) = "instance";
+  VOXFIT_PARAMS(SwinUNETROptions, VOXFIT_SWIN_UNETR_PARAMS)
   TORCH_ARG(AttentionMode, attention) = AttentionMode::kAuto;
   /// `blocks`: each Swin block; `all`: every conv block, v2 block and patch merging too.
   TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;
@@ -46,6 +49,10 @@ class SwinUNETRImpl : public NetworkImpl {
   TaskKind task() const override { return TaskKind::kSegmentation3d; }
   void check_input(const std::vector<int64_t>& shape) const override;
   std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
+  /// No analytic model with use_v2 (nullopt).
+  std::optional<ActivationEstimate> saved_activations(const std::vector<int64_t>& input_shape, c10::ScalarType compute,
+                                                      const KernelPaths& paths,
+                                                      std::optional<CheckpointMode> recompute) const override;
 
   const SwinUNETROptions& options() const { return options_; }
 

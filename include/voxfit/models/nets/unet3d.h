@@ -9,27 +9,33 @@
 
 #include "voxfit/models/blocks/conv_blocks.h"
 #include "voxfit/models/network.h"
+#include "voxfit/models/params.h"
 
 namespace voxfit::models {
 
-/// Defaults: the 3d_fullres plan for a 1-channel, 14-class task (31,205,254 parameters).
+/// The settable parameters (params.h): X(type, name, default, help).
+#define VOXFIT_UNET3D_PARAMS(X)                                                                                     \
+  X(int64_t, stages, 6, "resolution stages of the UNet (input divisible by 2^(stages-1))")                          \
+  X(int64_t, base_features, 32, "features of the first UNet stage, doubled per stage")                              \
+  X(int64_t, max_features, 320, "cap on the UNet's features per stage")                                             \
+  X(int64_t, convs_per_stage, 2, "conv-norm-LeakyReLU units per UNet stage")                                        \
+  X(bool, deep_supervision, true, "UNet returns every decoder stage's logits while training")                       \
+  X(std::string, norm_name, "instance_affine", "normalisation: instance, instance_affine, batch or none")
+
+/// Defaults: the 3d_fullres plan for a 1-channel, 14-class task (31,205,254 parameters): stages
+/// 32-64-128-256-320-320 (each doubles base_features up to max_features), two conv-norm-LeakyReLU
+/// units per encoder and decoder stage, deep supervision, nnU-Net's affine InstanceNorm.
 struct UNet3DOptions {
   TORCH_ARG(int64_t, in_channels) = 1;
   TORCH_ARG(int64_t, num_classes) = 14;
-  /// Resolution stages; the encoder halves the resolution stages-1 times.
-  TORCH_ARG(int64_t, stages) = 6;
-  /// Features of stage 0; each deeper stage doubles them up to max_features (32-64-128-256-320-320).
-  TORCH_ARG(int64_t, base_features) = 32;
-  TORCH_ARG(int64_t, max_features) = 320;
-  /// Conv-norm-LeakyReLU units per encoder and per decoder stage.
-  TORCH_ARG(int64_t, convs_per_stage) = 2;
-  /// In training, also return the 1x1x1 head's logits of every lower decoder stage.
-  TORCH_ARG(bool, deep_supervision) = true;
-  /// A make_norm name (nnU-Net: affine InstanceNorm).
-  TORCH_ARG(std::string, norm) = "instance_affine";
+  VOXFIT_PARAMS(UNet3DOptions, VOXFIT_UNET3D_PARAMS)
   /// `blocks`: each encoder stage; `all`: decoder stages too.
   TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;
   TORCH_ARG(bool, channels_last) = false;
+
+ public:  // (TORCH_ARG leaves the access private)
+  /// The encoder halves the resolution stages-1 times: at least 2 stages.
+  static int64_t minimum(const std::string& name) { return name == "stages" ? 2 : 1; }
 };
 
 /// PlainConvUNet: encoder stages of ConvStack (stride 1 first, then a stride-2 first conv),
@@ -44,6 +50,9 @@ class UNet3DImpl : public NetworkImpl {
   TaskKind task() const override { return TaskKind::kSegmentation3d; }
   void check_input(const std::vector<int64_t>& shape) const override;
   std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
+  std::optional<ActivationEstimate> saved_activations(const std::vector<int64_t>& input_shape, c10::ScalarType compute,
+                                                      const KernelPaths& paths,
+                                                      std::optional<CheckpointMode> recompute) const override;
 
   const UNet3DOptions& options() const { return options_; }
 

@@ -13,29 +13,29 @@
 #include "voxfit/models/blocks/conv_blocks.h"
 #include "voxfit/models/blocks/transformer.h"
 #include "voxfit/models/network.h"
+#include "voxfit/models/params.h"
 
 namespace voxfit::models {
 
 /// Defaults: MONAI 1.3's UNETR at 96^3, 1 channel in, 14 out (92,784,046 parameters).
+/// The settable parameters (params.h): X(type, name, default, help).
+#define VOXFIT_UNETR_PARAMS(X)                                                                               \
+  X(int64_t, feature_size, 16, "decoder / embedding width of the net (x2, x4, x8 deeper)")                   \
+  X(int64_t, hidden_size, 768, "transformer token width")                                                    \
+  X(int64_t, mlp_dim, 3072, "transformer MLP width")                                                         \
+  X(int64_t, num_heads, 12, "attention heads (per stage for swin_unetr)")                                    \
+  X(int64_t, num_layers, 12,                                                                                 \
+    "transformer layers, at least 4; the skips take layers L/4, L/2, 3L/4 (MONAI's 3, 6, 9 of 12)")         \
+  X(bool, qkv_bias, false, "bias on the attention q/k/v projection (MONAI 1.3's UNETR: none)")               \
+  X(std::string, norm_name, "instance", "normalisation: instance, instance_affine, batch or none")            \
+  X(bool, res_block, true, "residual (true) or plain decoder conv blocks")
+
 struct UNETROptions {
   TORCH_ARG(int64_t, in_channels) = 1;
   TORCH_ARG(int64_t, num_classes) = 14;
   /// Input size the learned position embedding is built for (each a multiple of 16).
   TORCH_ARG(std::vector<int64_t>, img_size) = std::vector<int64_t>{96, 96, 96};
-  /// Decoder width at full resolution (x2, x4, x8 deeper).
-  TORCH_ARG(int64_t, feature_size) = 16;
-  TORCH_ARG(int64_t, hidden_size) = 768;
-  TORCH_ARG(int64_t, mlp_dim) = 3072;
-  TORCH_ARG(int64_t, num_heads) = 12;
-  /// Transformer layers; the skips take the outputs of layers L/4, L/2 and 3L/4 (MONAI's 3, 6, 9
-  /// zero-based for 12) and the final normalised output. At least 4.
-  TORCH_ARG(int64_t, num_layers) = 12;
-  /// MONAI 1.3's UNETR default: no bias on the q/k/v projection.
-  TORCH_ARG(bool, qkv_bias) = false;
-  /// A make_norm name for the decoder (MONAI's "instance": no affine parameters).
-  TORCH_ARG(std::string, norm) = "instance";
-  /// Residual (UnetResBlock) or plain (UnetBasicBlock) decoder blocks.
-  TORCH_ARG(bool, res_block) = true;
+  VOXFIT_PARAMS(UNETROptions, VOXFIT_UNETR_PARAMS)
   TORCH_ARG(AttentionMode, attention) = AttentionMode::kAuto;
   /// `blocks`: each transformer layer; `all`: every decoder block too.
   TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;
@@ -53,6 +53,9 @@ class UNETRImpl : public NetworkImpl {
   TaskKind task() const override { return TaskKind::kSegmentation3d; }
   void check_input(const std::vector<int64_t>& shape) const override;
   std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
+  std::optional<ActivationEstimate> saved_activations(const std::vector<int64_t>& input_shape, c10::ScalarType compute,
+                                                      const KernelPaths& paths,
+                                                      std::optional<CheckpointMode> recompute) const override;
 
   const UNETROptions& options() const { return options_; }
 

@@ -10,21 +10,26 @@
 
 #include "voxfit/models/blocks/transformer.h"
 #include "voxfit/models/network.h"
+#include "voxfit/models/params.h"
 
 namespace voxfit::models {
 
 /// Defaults: timm's vit_base_patch16_224 (86,567,656 parameters).
+/// The settable parameters (params.h): X(type, name, default, help).
+#define VOXFIT_VIT_PARAMS(X)                                                      \
+  X(int64_t, patch_size, 16, "ViT patch size (square)")                           \
+  X(int64_t, hidden_size, 768, "transformer token width")                         \
+  X(int64_t, mlp_dim, 3072, "transformer MLP width")                              \
+  X(int64_t, num_heads, 12, "attention heads (per stage for swin_unetr)")         \
+  X(int64_t, num_layers, 12, "transformer layers")                                \
+  X(bool, qkv_bias, true, "bias on the attention q/k/v projection")
+
 struct VisionTransformerOptions {
   TORCH_ARG(int64_t, in_channels) = 3;
   TORCH_ARG(int64_t, num_classes) = 1000;
   /// Input size (H, W) the position embedding is built for, multiples of patch_size.
   TORCH_ARG(std::vector<int64_t>, img_size) = std::vector<int64_t>{224, 224};
-  TORCH_ARG(int64_t, patch_size) = 16;
-  TORCH_ARG(int64_t, hidden_size) = 768;
-  TORCH_ARG(int64_t, mlp_dim) = 3072;
-  TORCH_ARG(int64_t, num_heads) = 12;
-  TORCH_ARG(int64_t, num_layers) = 12;
-  TORCH_ARG(bool, qkv_bias) = true;
+  VOXFIT_PARAMS(VisionTransformerOptions, VOXFIT_VIT_PARAMS)
   TORCH_ARG(AttentionMode, attention) = AttentionMode::kAuto;
   /// `blocks`: each transformer block; `all`: the patch embedding too.
   TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;
