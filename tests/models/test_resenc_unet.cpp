@@ -1,0 +1,172 @@
+// nnU-Net's ResidualEncoderUNet (models/nets/resenc_unet.h): the topology nnU-Net's planner gives a
+// patch, the parameter counts, and the outputs of dynamic_network_architectures' network with the
+// same weights (tests/models/reference/make_resenc_unet.py wrote them).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+#include "voxfit/models/nets/resenc_unet.h"
+
+namespace voxfit::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path reference_dir() { return test::source_dir() / "tests" / "models" / "reference"; }
+
+// make_resenc_unet.py's closed formula for a parameter of `name` (float64, then float32).
+torch::Tensor formula(const std::string& name, const std::vector<int64_t>& shape) {
+  int64_t h = 0;
+  for (size_t j = 0; j < name.size(); ++j) h += static_cast<int64_t>(j + 1) * static_cast<unsigned char>(name[j]);
+  const double phase = static_cast<double>(h % 997) / 997.0 * 2.0 * M_PI;
+  int64_t n = 1;
+  for (const auto s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  const bool norm_weight = name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double s = std::sin(0.7 * static_cast<double>(i) + phase);
+    double x;
+    if (shape.size() == 1)
+      x = norm_weight ? 1.0 + 0.2 * s : 0.1 * s;
+    else
+      x = s * std::sqrt(3.0 / static_cast<double>(n / shape[0]));
+    v[static_cast<size_t>(i)] = static_cast<float>(x);
+  }
+  return torch::from_blob(v.data(), shape, torch::kFloat).clone();
+}
+
+torch::Tensor input_formula(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (const auto s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.013 * static_cast<double>(i)));
+  return torch::from_blob(v.data(), shape, torch::kFloat).clone();
+}
+
+std::vector<int64_t> ints(const nlohmann::json& j) { return j.get<std::vector<int64_t>>(); }
+
+class ResEncReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ResEncReference, OutputsEqualNnUNetsNetworkWithTheSameWeights) {
+  const fs::path json_file = reference_dir() / ("resenc_unet_" + GetParam() + ".json");
+  std::ifstream in(json_file);
+  ASSERT_TRUE(in) << json_file;
+  const auto m = nlohmann::json::parse(in);
+  const auto& c = m.at("config");
+  const auto patch = ints(c.at("patch"));
+  ResEncUNet net(ResEncUNetOptions()
+                     .num_classes(c.at("classes").get<int64_t>())
+                     .img_size(patch)
+                     .spacing(c.at("spacing").get<std::vector<double>>())
+                     .base_features(c.at("base").get<int64_t>())
+                     .max_features(c.at("maxf").get<int64_t>()));
+  // The topology nnU-Net's get_pool_and_conv_props gave the reference.
+  const auto& t = net->topology();
+  ASSERT_EQ(t.stages(), m.at("strides").size());
+  for (size_t s = 0; s < t.stages(); ++s) {
+    EXPECT_EQ(std::vector<int64_t>(t.strides[s].begin(), t.strides[s].end()), ints(m.at("strides")[s])) << s;
+    EXPECT_EQ(std::vector<int64_t>(t.kernels[s].begin(), t.kernels[s].end()), ints(m.at("kernels")[s])) << s;
+  }
+  EXPECT_EQ(count_parameters(*net), m.at("parameters").get<int64_t>());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : net->named_parameters()) p.value().copy_(formula(p.key(), p.value().sizes().vec()));
+  }
+  std::vector<int64_t> shape = {1, 1};
+  shape.insert(shape.end(), patch.begin(), patch.end());
+  const auto x = input_formula(shape);
+  std::ifstream blob(reference_dir() / ("resenc_unet_" + GetParam() + ".bin"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(blob)), std::istreambuf_iterator<char>());
+  const auto reference = [&](const std::string& name) {
+    for (const auto& e : m.at("outputs"))
+      if (e.at("name") == name) {
+        const auto s = ints(e.at("shape"));
+        return torch::from_blob(const_cast<char*>(bytes.data()) + e.at("offset").get<size_t>(), s, torch::kFloat)
+            .clone();
+      }
+    ADD_FAILURE() << "no output " << name << " in " << json_file;
+    return torch::Tensor();
+  };
+  torch::NoGradGuard no_grad;
+  const auto check = [&](const std::vector<torch::Tensor>& outs, const std::string& prefix, size_t expected) {
+    ASSERT_EQ(outs.size(), expected) << prefix;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const auto ref = reference(prefix + std::to_string(i));
+      ASSERT_EQ(outs[i].sizes(), ref.sizes()) << prefix << i;
+      const double scale = ref.abs().max().item<double>();
+      EXPECT_LE((outs[i] - ref).abs().max().item<double>(), 1e-4 * scale) << prefix << i << " (largest " << scale << ")";
+    }
+  };
+  net->train();  // deep supervision: every decoder stage, highest resolution first
+  check(net->forward(x), "train_", t.stages() - 1);
+  net->eval();
+  check(net->forward(x), "eval_", 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configurations, ResEncReference, ::testing::Values("cube", "aniso"));
+
+// nnU-Net's planner topologies (network_topology.py), from worked cases of its ResEnc plans.
+TEST(ResEncTopology, FollowsNnUNetsPoolingRules) {
+  const auto strides = [](const ResEncTopology& t) {
+    std::vector<std::vector<int64_t>> out;
+    for (const auto& s : t.strides) out.push_back({s[0], s[1], s[2]});
+    return out;
+  };
+  using V = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(resenc_topology({96, 96, 96}, {1, 1, 1}).stages(), 5u);
+  EXPECT_EQ(resenc_topology({128, 128, 128}, {1, 1, 1}).stages(), 6u);
+  EXPECT_EQ(resenc_topology({224, 224, 224}, {1, 1, 1}).stages(), 6u);  // 224 / 2^5 = 7 < 8
+  EXPECT_EQ(resenc_topology({256, 256, 256}, {1, 1, 1}).stages(), 7u);
+  // ResEnc L's plan for spacing 3 x 0.8 x 0.8 mm: 56 x 320 x 256, 7 stages (values from nnunetv2 2.8.1's
+  // get_pool_and_conv_props, as the next case's).
+  const auto t = resenc_topology({56, 320, 256}, {3.0, 0.8, 0.8});
+  EXPECT_EQ(strides(t), (V{{1, 1, 1}, {1, 2, 2}, {2, 2, 2}, {2, 2, 2}, {2, 2, 2}, {1, 2, 2}, {1, 2, 2}}));
+  EXPECT_EQ(t.kernels.front(), (Axes3{1, 3, 3}));
+  EXPECT_EQ(t.kernels[1], (Axes3{3, 3, 3}));
+  EXPECT_EQ(t.divisor, (Axes3{8, 64, 64}));
+  // A patch off the divisor is padded up as nnU-Net pads it.
+  EXPECT_EQ(resenc_topology({90, 96, 100}, {1, 1, 1}).patch, (Axes3{96, 96, 112}));
+  EXPECT_EQ(resenc_topology({90, 96, 100}, {1, 1, 1}).divisor, (Axes3{16, 16, 16}));
+}
+
+TEST(ResEncUNet, RefusesAnInputOffItsDivisorAndAPatchTooSmallToPool) {
+  ResEncUNet net(ResEncUNetOptions().img_size({16, 16, 16}).base_features(4).max_features(8));
+  try {
+    net->forward(torch::zeros({1, 1, 16, 16, 10}));
+    FAIL() << "an input off the divisor was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("not divisible by 4x4x4"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ResEncUNet(ResEncUNetOptions().img_size({4, 4, 4})), ModelError);
+}
+
+TEST(ResEncUNet, InitialisesAsNnUNet) {
+  torch::manual_seed(0);
+  ResEncUNet net(ResEncUNetOptions().img_size({32, 32, 32}).base_features(8).max_features(64));
+  int zeroed = 0, ones = 0;
+  for (const auto& p : net->named_parameters()) {
+    const std::string& n = p.key();
+    const auto& v = p.value();
+    if (n.find("conv2.norm.") != std::string::npos) {
+      EXPECT_EQ(v.abs().max().item<float>(), 0.0f) << n;  // the norm before each residual add
+      zeroed += n.find("weight") != std::string::npos;
+    } else if (n.size() > 11 && n.compare(n.size() - 11, 11, "norm.weight") == 0) {
+      EXPECT_EQ(v.min().item<float>(), 1.0f) << n;
+      ++ones;
+    } else if (n.size() > 4 && n.compare(n.size() - 4, 4, "bias") == 0) {
+      EXPECT_EQ(v.abs().max().item<float>(), 0.0f) << n;
+    }
+  }
+  EXPECT_EQ(zeroed, 1 + 3 + 4 + 6);  // one per residual block
+  EXPECT_EQ(ones, 1 + 14 + 3 + 3);   // stem, each conv1, the three projections, the three decoder stages
+  // He(a = 0.01) on fan-in: a 3x3x3 conv of 8 -> 16 channels, std sqrt(2 / 1.0001) / sqrt(8 * 27).
+  const auto w = net->named_parameters()["encoder.stages.1.blocks.0.conv1.conv.weight"];
+  EXPECT_NEAR(w.std().item<double>(), std::sqrt(2.0 / 1.0001) / std::sqrt(8.0 * 27.0), 0.01);
+}
+
+}  // namespace
+}  // namespace voxfit::models
