@@ -51,9 +51,12 @@ for net in ${NETS:-resenc_unet:resenc:128}; do
   fi
   if has maxbatch; then
     stamp "voxfit $m $patch max batch"
-    "$vf" sweep --dataset "$cache" --models "$m" --patches "$patch" --precisions fp16 --budgets "${BUDGETS:-rtx3090,a40}" \
-      --no-throughput-table --output "$work/sweep_$m" >"$logs/sweep_${m}.log" 2>&1 || tail -3 "$logs/sweep_${m}.log"
-    { echo; grep -E "^\| $m" "$work/sweep_$m/summary.md" | head -3; } >>"$summary"
+    # Within the call's limit (LIMIT_S, default 590 s): a sweep cut off keeps its journal and probes.
+    left=$((${LIMIT_S:-590} - ($(date +%s) - start)))
+    timeout "$left" "$vf" sweep --dataset "$cache" --models "$m" --patches "$patch" --precisions fp16 \
+      --budgets "${BUDGETS:-rtx3090,a40}" --no-throughput-table --output "$work/sweep_$m" >"$logs/sweep_${m}.log" 2>&1 ||
+      tail -3 "$logs/sweep_${m}.log"
+    { echo; grep -E "probe batch|^$m" "$logs/sweep_${m}.log" | tail -24; } >>"$summary"
   fi
 done
 stamp "done"
