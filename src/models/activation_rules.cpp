@@ -11,7 +11,12 @@ std::int64_t conv_weights(std::int64_t in, std::int64_t out, std::int64_t kernel
 void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t voxels,
                    ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine,
                    NormOut norm_out) {
-  const ScalarType c = t.matmul_layer(conv_weights(in, out, kernel, bias), in * in_voxels, in_dtype);
+  conv_norm_act_weights(t, conv_weights(in, out, kernel, bias), in, out, in_voxels, voxels, in_dtype, affine, norm_out);
+}
+
+void conv_norm_act_weights(Tally& t, std::int64_t weights, std::int64_t in, std::int64_t out, std::int64_t in_voxels,
+                           std::int64_t voxels, ScalarType in_dtype, bool affine, NormOut norm_out) {
+  const ScalarType c = t.matmul_layer(weights, in * in_voxels, in_dtype);
   const bool keeps_output = t.paths().fused_kernels && !affine;
   if (!keeps_output) t.keep(out * voxels, c);
   t.instance_norm(out, affine);

@@ -94,6 +94,9 @@ enum class NormOut { kKept, kResidual, kIntoAdd };
 void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t voxels,
                    ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine,
                    NormOut norm_out = NormOut::kKept);
+// The same for a convolution of `weights` parameters of any kernel shape (per-axis kernels).
+void conv_norm_act_weights(Tally& t, std::int64_t weights, std::int64_t in, std::int64_t out, std::int64_t in_voxels,
+                           std::int64_t voxels, ScalarType in_dtype, bool affine, NormOut norm_out = NormOut::kKept);
 
 // MONAI's UnetResBlock / UnetBasicBlock (models::UnetBlock), in -> out channels at `voxels`.
 // Returns its output's dtype: the add of an unprojected input of another dtype promotes.

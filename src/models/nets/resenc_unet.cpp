@@ -11,6 +11,7 @@
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
 
+#include "../activation_rules.h"
 #include "../registry_support.h"
 
 namespace voxfit::models {
@@ -254,6 +255,79 @@ std::vector<std::vector<int64_t>> ResEncUNetImpl::output_shapes(const std::vecto
   const size_t n = topology_.stages() - 1;
   const size_t count = is_training() && options_.deep_supervision() ? n : 1;
   return std::vector<std::vector<int64_t>>(levels.begin(), levels.begin() + static_cast<std::ptrdiff_t>(count));
+}
+
+// What the training forward keeps, by memory_estimate.h's rules: every norm here is affine, so the
+// fused kernels keep what ATen keeps (the conv output, the statistics, and the activated output for
+// the next conv); a residual block's second norm goes into the add, whose activated output stays; a
+// projection keeps the pooled input it reads; a decoder stage keeps the concatenation.
+std::optional<ActivationEstimate> ResEncUNetImpl::saved_activations(const std::vector<int64_t>& shape,
+                                                                    c10::ScalarType c, const KernelPaths& paths,
+                                                                    std::optional<CheckpointMode> recompute) const {
+  using namespace rules;
+  const CheckpointMode mode = recompute.value_or(options_.checkpoint());
+  const bool main = checkpoints(mode, true), rest = checkpoints(mode, false);
+  const auto& k = topology_.kernels;
+  const auto& st = topology_.strides;
+  const size_t n = topology_.stages();
+  const auto volume = [](const Axes3& a) { return a[0] * a[1] * a[2]; };
+  std::vector<int64_t> v;  // voxels a sample at each stage
+  Axes3 size{shape[2], shape[3], shape[4]};
+  for (size_t s = 0; s < n; ++s) {
+    for (int i = 0; i < 3; ++i) size[i] /= st[s][i];
+    v.push_back(volume(size));
+  }
+  const int64_t v_in = shape[2] * shape[3] * shape[4], classes = options_.num_classes();
+  const auto& f = features_;
+  Tally t(c, shape[0], paths);
+  // conv (+ bias) + affine instance norm (+ activation).
+  const auto cna = [&](int64_t in, int64_t out, int64_t in_voxels, int64_t voxels, ScalarType dt, int64_t kvol,
+                       bool bias, NormOut norm_out) {
+    conv_norm_act_weights(t, in * out * kvol + (bias ? out : 0), in, out, in_voxels, voxels, dt, true, norm_out);
+  };
+  t.block("stem");
+  if (rest)
+    t.keep(f[0] * v_in, c);
+  else
+    cna(options_.in_channels(), f[0], v_in, v_in, c10::kFloat, volume(k[0]), true, NormOut::kKept);
+  for (size_t s = 0; s < n; ++s) {
+    t.block("encoder" + std::to_string(s));
+    if (main) {
+      t.keep(f[s] * v[s], c);
+      continue;
+    }
+    const auto& counts = options_.blocks_per_stage();
+    const int64_t blocks = counts[std::min(s, counts.size() - 1)];
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t in = b > 0 ? f[s] : s == 0 ? f[0] : f[s - 1];
+      const int64_t in_voxels = b > 0 || s == 0 ? v[s] : v[s - 1];
+      cna(in, f[s], in_voxels, v[s], c, volume(k[s]), true, NormOut::kKept);  // conv1
+      if (in != f[s]) {
+        if (b == 0 && st[s] != Axes3{1, 1, 1}) t.keep(in * v[s], c);  // the pooled input the projection reads
+        cna(in, f[s], v[s], v[s], c, 1, false, NormOut::kResidual);
+      }
+      cna(f[s], f[s], v[s], v[s], c, volume(k[s]), true, NormOut::kIntoAdd);  // conv2
+      t.keep(f[s] * v[s], c);  // the add's output, activated in place
+    }
+  }
+  for (size_t d = 0; d + 1 < n; ++d) {
+    const int64_t below = f[n - 1 - d], skip = f[n - 2 - d], vs = v[n - 2 - d];
+    t.block("decoder" + std::to_string(d));
+    if (rest) {
+      t.keep(skip * vs, c);
+    } else {
+      // The transposed conv's output goes into the concatenation only; the concatenation stays.
+      t.matmul_layer(below * skip * volume(st[n - 1 - d]) + skip, below * v[n - 1 - d], c);
+      t.keep(2 * skip * vs, c);
+      for (int64_t i = 0; i < options_.decoder_convs(); ++i)
+        cna(i == 0 ? 2 * skip : skip, skip, vs, vs, c, volume(k[n - 2 - d]), true, NormOut::kKept);
+    }
+    if (options_.deep_supervision() || d + 2 == n) {
+      t.matmul_layer(skip * classes + classes, skip * vs, c);
+      t.output(classes * vs, c);
+    }
+  }
+  return t.finish();
 }
 
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
