@@ -3,7 +3,7 @@
 # `peer_seg.py --fast` (torch.compile reduce-overhead + fused AdamW + channels-last) in the same
 # call, and voxfit's exact largest batch under the card budgets. Real CT (tests/volumes), fp16.
 #   NETS    "voxfit_model:peer_model:patch ..." (default "resenc_unet:resenc:128")
-#   PHASES  default "build speed peers maxbatch"
+#   PHASES  default "build checks speed peers maxbatch"
 #   BUDGETS the maxbatch phase's budgets (default rtx3090,a40)
 # Like the peer, voxfit trains with AdamW 1e-4 and without deep supervision in the speed phase.
 # carry: .devdeps .shared-data (the peers). Logs: $OUT/networks-logs.tar.gz; the table is printed last.
@@ -14,7 +14,7 @@ logs=/tmp/networks-logs
 rm -rf "$logs" && mkdir -p "$logs" "$out"
 summary=$logs/summary.md
 : >"$summary"
-phases=" ${PHASES:-build speed peers maxbatch} "
+phases=" ${PHASES:-build checks speed peers maxbatch} "
 has() { [[ "$phases" == *" $1 "* ]]; }
 start=$(date +%s)
 stamp() {
@@ -27,6 +27,14 @@ if has build || [ ! -x build-cuda/voxfit ]; then
 fi
 # shellcheck source=experiments/common.sh
 source experiments/common.sh
+if has checks; then  # the new network's tests and the sweep CLI test on the GPU machine
+  stamp checks
+  VOXFIT_BUILD_TARGETS="voxfit_test_models voxfit_test_sweep" BUILD_DIR=build-cuda bash tools/build.sh >"$logs/checks-build.log" 2>&1
+  for t in "models:*ResEnc*" "sweep:Sweep.CommandLineRunsAndRejectsASweepWithoutBudget"; do
+    "build-cuda/tests/voxfit_test_${t%%:*}" --gtest_filter="${t#*:}" >"$logs/checks_${t%%:*}.log" 2>&1
+    echo "tests $t: exit $? ($(grep -cE '^\[       OK' "$logs/checks_${t%%:*}.log") passed)" >>"$summary"
+  done
+fi
 # 128^3 patches need the CT at 0.7 mm (129 voxels deep).
 cache=$work/cache_07mm
 [ -d "$cache" ] || prepare_ct14 "$logs/prepare.log" 0.7 "$cache" || exit 1
