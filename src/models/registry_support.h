@@ -5,6 +5,7 @@
 // makes the entry from the parameters the options struct declares (params.h): their names, defaults
 // and help for `voxfit models` and the command line, and their typed reading from a ModelContext.
 #include <algorithm>
+#include <map>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -194,11 +195,16 @@ O read_params(const std::string& model, const std::vector<ModelParam>& declared,
 /// The registry entry of a network with options O: its parameters are O's declared ones, and
 /// `build(options read from the context, ctx)` sets the rest (channels, classes, patch,
 /// checkpointing, layout) and builds it.
+/// `overrides` replaces declared defaults (a variant of a network: swin_unetr_v2 is swin_unetr with
+/// use_v2 true).
 template <class O, class Build>
 ModelEntry entry_for(std::string name, std::string summary, TaskKind task, ModelContext defaults,
-                     int64_t reference_parameters, Build build) {
+                     int64_t reference_parameters, Build build,
+                     const std::map<std::string, std::string>& overrides = {}) {
   ModelEntry e{std::move(name), std::move(summary),  task, declared_params<O>(), nullptr, std::move(defaults),
                reference_parameters};
+  for (auto& p : e.params)
+    if (const auto it = overrides.find(p.name); it != overrides.end()) p.default_value = it->second;
   e.make = [model = e.name, declared = e.params, build](const ModelContext& ctx) -> Network {
     return build(read_params<O>(model, declared, ctx), ctx);
   };

@@ -274,35 +274,40 @@ monai::Name monai_swin_unetr(const monai::Parts& p) {
 
 }  // namespace
 
+Network make_swin_unetr(SwinUNETROptions o, const ModelContext& ctx) {
+  return std::make_shared<SwinUNETRImpl>(o.in_channels(ctx.in_channels)
+                                             .num_classes(ctx.num_classes)
+                                             .attention(ctx.attention)
+                                             .checkpoint(ctx.checkpoint)
+                                             .channels_last(ctx.channels_last));
+}
+
+ReferenceImplementation swin_unetr_monai_reference() {
+  return {"monai", [](const std::string& name) { return monai::rename(name, monai_swin_unetr); },
+          [](const ModelContext& ctx, const std::map<std::string, std::string>& params) -> nlohmann::json {
+            nlohmann::json kwargs = {{"in_channels", ctx.in_channels}, {"out_channels", ctx.num_classes}};
+            kwargs["feature_size"] = std::stoll(params.at("feature_size"));
+            kwargs["depths"] = monai::integers(params.at("depths"));
+            kwargs["num_heads"] = monai::integers(params.at("num_heads"));
+            const int64_t w = std::stoll(params.at("window_size"));
+            kwargs["window_size"] = std::vector<int64_t>{w, w, w};
+            kwargs["mlp_ratio"] = std::stod(params.at("mlp_ratio"));
+            kwargs["qkv_bias"] = monai::is_true(params.at("qkv_bias"));
+            kwargs["normalize"] = monai::is_true(params.at("normalize_hidden"));
+            kwargs["use_v2"] = monai::is_true(params.at("use_v2"));
+            kwargs["norm_name"] = monai::norm(params.at("norm_name"));
+            return {{"class", "monai.networks.nets.SwinUNETR"}, {"kwargs", kwargs}};
+          }};
+}
+
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
 // (generated voxfit_model_entries.h); the helpers are in registry_support.h.
 ModelEntry swin_unetr_entry() {
   ModelEntry e = detail::entry_for<SwinUNETROptions>(
       "swin_unetr", "Swin UNETR (MONAI 1.3): Swin-T encoder (patch 2, window 7), conv decoder, feature size 48",
-      TaskKind::kSegmentation3d, ModelContext{}, 62187296, [](SwinUNETROptions o, const ModelContext& ctx) -> Network {
-        return std::make_shared<SwinUNETRImpl>(o.in_channels(ctx.in_channels)
-                                                   .num_classes(ctx.num_classes)
-                                                   .attention(ctx.attention)
-                                                   .checkpoint(ctx.checkpoint)
-                                                   .channels_last(ctx.channels_last));
-      });
+      TaskKind::kSegmentation3d, ModelContext{}, 62187296, make_swin_unetr);
   e.listing_order = 30;
-  e.reference = ReferenceImplementation{
-      "monai", [](const std::string& name) { return monai::rename(name, monai_swin_unetr); },
-      [](const ModelContext& ctx, const std::map<std::string, std::string>& params) -> nlohmann::json {
-        nlohmann::json kwargs = {{"in_channels", ctx.in_channels}, {"out_channels", ctx.num_classes}};
-        kwargs["feature_size"] = std::stoll(params.at("feature_size"));
-        kwargs["depths"] = monai::integers(params.at("depths"));
-        kwargs["num_heads"] = monai::integers(params.at("num_heads"));
-        const int64_t w = std::stoll(params.at("window_size"));
-        kwargs["window_size"] = std::vector<int64_t>{w, w, w};
-        kwargs["mlp_ratio"] = std::stod(params.at("mlp_ratio"));
-        kwargs["qkv_bias"] = monai::is_true(params.at("qkv_bias"));
-        kwargs["normalize"] = monai::is_true(params.at("normalize_hidden"));
-        kwargs["use_v2"] = monai::is_true(params.at("use_v2"));
-        kwargs["norm_name"] = monai::norm(params.at("norm_name"));
-        return {{"class", "monai.networks.nets.SwinUNETR"}, {"kwargs", kwargs}};
-      }};
+  e.reference = swin_unetr_monai_reference();
   e.reference_counts = {{"swin_unetr_24", {{"feature_size", "24"}}, 15703304},
                         {"swin_unetr_12", {{"feature_size", "12"}}, 4078220},
                         {"swin_unetr_v2_48", {{"use_v2", "true"}}, 72762656}};

@@ -65,4 +65,10 @@ class SwinUNETRImpl : public NetworkImpl {
 };
 TORCH_MODULE(SwinUNETR);
 
+/// SwinUNETR with `o`'s parameters for `ctx` (channels, classes, attention, recomputation, layout):
+/// what the registry entries swin_unetr and swin_unetr_v2 build.
+Network make_swin_unetr(SwinUNETROptions o, const ModelContext& ctx);
+/// MONAI's names and constructor (monai.networks.nets.SwinUNETR) for `voxfit export`.
+ReferenceImplementation swin_unetr_monai_reference();
+
 }  // namespace voxfit::models
