@@ -195,6 +195,22 @@ void trunc_normal_(torch::Tensor t, double std, double a, double b) {
   t.clamp_(a, b);
 }
 
+void init_he_weights(torch::nn::Module& m) {
+  namespace nn = torch::nn;
+  torch::NoGradGuard no_grad;
+  for (const auto& module : m.modules(/*include_self=*/false)) {  // from a constructor: not yet shared
+    torch::Tensor w, b;
+    if (auto* c = module->as<nn::Conv3d>())
+      w = c->weight, b = c->bias;
+    else if (auto* t = module->as<nn::ConvTranspose3d>())
+      w = t->weight, b = t->bias;
+    else
+      continue;
+    nn::init::kaiming_normal_(w, 0.01);
+    if (b.defined()) b.zero_();
+  }
+}
+
 void init_transformer_weights(torch::nn::Module& m) {
   torch::NoGradGuard no_grad;
   for (const auto& child : m.modules(/*include_self=*/false)) {

@@ -169,20 +169,9 @@ ResEncUNetImpl::ResEncUNetImpl(const ResEncUNetOptions& o) : options_(o) {
     seg_layers->push_back(heads_.back());
   }
 
-  // nnU-Net's initialize: InitWeights_He(1e-2) on every convolution (biases 0), then the last norm
-  // of every residual block (before the add) to zero.
-  torch::NoGradGuard no_grad;
-  for (const auto& m : modules(false)) {
-    torch::Tensor w, b;
-    if (auto* c = m->as<nn::Conv3d>())
-      w = c->weight, b = c->bias;
-    else if (auto* t = m->as<nn::ConvTranspose3d>())
-      w = t->weight, b = t->bias;
-    else
-      continue;
-    nn::init::kaiming_normal_(w, 0.01);
-    if (b.defined()) b.zero_();
-  }
+  // nnU-Net's initialize: InitWeights_He(1e-2), then the last norm of every residual block (before
+  // the add) to zero.
+  init_he_weights(*this);
   for (auto& stage : stages_)
     for (auto& block : stage) block->zero_last_norm();
   if (o.channels_last()) to_channels_last(*this);

@@ -45,18 +45,7 @@ UNet3DImpl::UNet3DImpl(const UNet3DOptions& o) : options_(o) {
     register_module("decoder" + n, decoder_.back());
     register_module("seg" + n, heads_.back().ptr());
   }
-  torch::NoGradGuard no_grad;
-  for (const auto& m : modules(false)) {
-    torch::Tensor w, b;
-    if (auto* c = m->as<nn::Conv3d>())
-      w = c->weight, b = c->bias;
-    else if (auto* t = m->as<nn::ConvTranspose3d>())
-      w = t->weight, b = t->bias;
-    else
-      continue;
-    nn::init::kaiming_normal_(w, 0.01);
-    if (b.defined()) b.zero_();
-  }
+  init_he_weights(*this);
   if (o.channels_last()) to_channels_last(*this);
 }
 

@@ -114,6 +114,11 @@ void trunc_normal_(torch::Tensor t, double std = 0.02, double a = -2.0, double b
 /// LayerNorm weight 1, bias 0. Convolutions keep LibTorch's default (as in timm and MONAI).
 void init_transformer_weights(torch::nn::Module& m);
 
+/// nnU-Net's InitWeights_He(1e-2) over every submodule of `m`: each Conv3d and ConvTranspose3d weight
+/// He-normal with a = 0.01 on its fan-in (LibTorch's, as PyTorch's: a transposed convolution's
+/// fan-in is its output channels times the kernel), biases 0; norms keep their defaults.
+void init_he_weights(torch::nn::Module& m);
+
 /// Moves every 4-D / 5-D parameter and buffer of `m` to ChannelsLast / ChannelsLast3d, so
 /// convolutions run in that layout (inputs are converted in the nets' forward).
 void to_channels_last(torch::nn::Module& m);
