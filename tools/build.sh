@@ -25,6 +25,12 @@ if [ -z "${VOXFIT_DEMO_MRI_DIR:-}" ] && [ ! -d /usr/share/doc/insighttoolkit5-ex
 fi
 BUILD_DIR=${BUILD_DIR:-build}
 export BUILD_DIR
+# The CUDA compiler where the toolkit is installed but not on PATH (CMake and torch's config find it).
+if torch_is_cuda && nvcc_path=$(find_nvcc) && [ -n "$nvcc_path" ]; then
+  CUDACXX=$nvcc_path
+  PATH=$(dirname "$nvcc_path"):$PATH
+  export CUDACXX PATH
+fi
 
 # A build folder configured against another LibTorch is configured afresh (its objects rebuild).
 torch_dir=""

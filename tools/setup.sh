@@ -133,7 +133,7 @@ if [ "$TORCH_SOURCE" = venv ]; then
   fi
 fi
 resolve_torch
-if torch_is_cuda && ! command -v nvcc >/dev/null 2>&1 && [ -z "${CUDACXX:-}" ]; then
-  die "$TORCH_DESC is a CUDA build, whose CMake config needs the CUDA toolkit: put nvcc on PATH (or set CUDACXX), or set LIBTORCH to a CPU LibTorch"
+if torch_is_cuda && [ -z "$(find_nvcc)" ]; then
+  die "$TORCH_DESC is a CUDA build, whose CMake config needs the CUDA toolkit: install it (nvcc on PATH, CUDACXX, or /usr/local/cuda), or set LIBTORCH to a CPU LibTorch"
 fi
 say "ready: $TORCH_DESC"

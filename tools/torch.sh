@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Which LibTorch voxfit builds against (sourced by setup.sh and build.sh). The first of:
 #   1. LIBTORCH=/path/to/libtorch   a LibTorch you name (its share/cmake is used);
-#   2. VOXFIT_TORCH=debian          Debian's libtorch-dev (1.13, CPU only; builds, not tested in CI);
+#   2. VOXFIT_TORCH=debian          Debian's libtorch-dev (1.13, CPU only; not built or tested by CI);
 #   3. python3's torch, when it imports and is 2.x (pip, conda, a venv; its CUDA build when it has
 #      CUDA); VOXFIT_TORCH=python insists on it;
 #   4. otherwise the project's own virtual environment build-torch/venv, which setup.sh fills with
@@ -71,6 +71,19 @@ venv_python_version() {
   local py=python3
   [ -x "$TORCH_VENV/bin/python" ] && py=$TORCH_VENV/bin/python
   "$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null
+}
+
+# find_nvcc: the CUDA compiler CMake will use: CUDACXX, nvcc on PATH, else the toolkit's usual
+# place (/usr/local/cuda/bin/nvcc, where NVIDIA's packages put it without touching PATH). Prints
+# nothing when there is none.
+find_nvcc() {
+  if [ -n "${CUDACXX:-}" ] && [ -x "$CUDACXX" ]; then
+    echo "$CUDACXX"
+  elif command -v nvcc >/dev/null 2>&1; then
+    command -v nvcc
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then
+    echo /usr/local/cuda/bin/nvcc
+  fi
 }
 
 # torch_is_cuda: whether the chosen LibTorch is a CUDA build (its CMake config then needs nvcc).
