@@ -201,8 +201,13 @@ template <class O, class Build>
 ModelEntry entry_for(std::string name, std::string summary, TaskKind task, ModelContext defaults,
                      int64_t reference_parameters, Build build,
                      const std::map<std::string, std::string>& overrides = {}) {
-  ModelEntry e{std::move(name), std::move(summary),  task, declared_params<O>(), nullptr, std::move(defaults),
-               reference_parameters};
+  ModelEntry e;
+  e.name = std::move(name);
+  e.summary = std::move(summary);
+  e.task = task;
+  e.params = declared_params<O>();
+  e.defaults = std::move(defaults);
+  e.reference_parameters = reference_parameters;
   for (auto& p : e.params)
     if (const auto it = overrides.find(p.name); it != overrides.end()) p.default_value = it->second;
   e.make = [model = e.name, declared = e.params, build](const ModelContext& ctx) -> Network {

@@ -122,7 +122,7 @@ struct ReferenceCount {
 struct ModelEntry {
   std::string name;     ///< "unetr"
   std::string summary;  ///< one line for `voxfit models`
-  TaskKind task;
+  TaskKind task = TaskKind::kSegmentation3d;
   std::vector<ModelParam> params;
   std::function<Network(const ModelContext&)> make;
   /// The context of the reference setting: channels, classes and patch where the generic

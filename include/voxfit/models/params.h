@@ -1,8 +1,8 @@
 #pragma once
 // A network's settable architecture parameters, declared once, in its options struct.
 //
-//   #define VOXFIT_UNET3D_PARAMS(X)                                        \
-//     X(int64_t, stages, 6, "resolution stages of the UNet ...")          \
+//   #define VOXFIT_UNET3D_PARAMS(X)  (each line but the last ends in a backslash)
+//     X(int64_t, stages, 6, "resolution stages of the UNet ...")
 //     X(std::string, norm_name, "instance_affine", "normalisation: ...")
 //   struct UNet3DOptions {
 //     TORCH_ARG(int64_t, in_channels) = 1;
