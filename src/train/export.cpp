@@ -43,12 +43,12 @@ std::string pickle_untagged(const c10::IValue& value) {
 }  // namespace
 
 ExportNames parse_export_names(const std::string& text) {
-  if (text == "monai") return ExportNames::kMonai;
+  if (text == "reference" || text == "monai" || text == "nnunet") return ExportNames::kReference;
   if (text == "voxfit") return ExportNames::kVoxfit;
-  throw ConfigError("--names: expected monai or voxfit, got '" + text + "'");
+  throw ConfigError("--names: expected reference (monai, nnunet) or voxfit, got '" + text + "'");
 }
 
-std::string to_string(ExportNames names) { return names == ExportNames::kMonai ? "monai" : "voxfit"; }
+std::string to_string(ExportNames names) { return names == ExportNames::kReference ? "reference" : "voxfit"; }
 
 fs::path export_sidecar_path(const fs::path& output) {
   fs::path p = output;
@@ -81,18 +81,25 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
   summary.sidecar = sidecar;
   // The reference implementation's names where the network's entry has them (ModelEntry::reference).
   const auto& reference = models::find_model(model).reference;
-  const bool monai = names == ExportNames::kMonai && reference && reference->framework == "monai";
+  const bool renaming = names == ExportNames::kReference && reference;
   nlohmann::json kept = nlohmann::json::array();
   c10::Dict<std::string, at::Tensor> dict;
   const auto add = [&](const std::string& name, const torch::Tensor& t) {
     if (!t.defined()) return;  // LibTorch registers absent biases and norm statistics as undefined
-    const std::string key = monai ? reference->name(name) : name;
-    if (dict.contains(key)) throw Error("export: two tensors map to '" + key + "' (a voxfit bug)");
+    const std::string key = renaming ? reference->name(name) : name;
+    std::vector<std::string> keys{key};
+    if (renaming && reference->aliases)
+      for (const auto& alias : reference->aliases(key)) keys.push_back(alias);
+    const auto tensor = t.detach().to(torch::kCPU).contiguous().clone();
+    for (const auto& k : keys) {
+      if (dict.contains(k)) throw Error("export: two tensors map to '" + k + "' (a voxfit bug)");
+      dict.insert(k, tensor);  // aliases share the tensor, as in the reference's state dict
+    }
+    summary.aliases += static_cast<int64_t>(keys.size()) - 1;
     if (key != name)
       ++summary.renamed;
-    else if (monai)
+    else if (renaming)
       kept.push_back(name);
-    dict.insert(key, t.detach().to(torch::kCPU).contiguous().clone());
     ++summary.tensors;
   };
   for (const auto& p : net->named_parameters()) add(p.key(), p.value());
@@ -108,8 +115,12 @@ ExportSummary export_state_dict(const fs::path& checkpoint, const fs::path& outp
                                {"in_channels", ctx.in_channels},
                                {"classes", ctx.num_classes},
                                {"patch", ctx.patch},
-                               {"names", to_string(names)},
-                               {"monai", monai ? reference->constructor(ctx, params) : nlohmann::json(nullptr)},
+                               {"names", renaming ? reference->framework : to_string(ExportNames::kVoxfit)},
+                               {"monai", renaming && reference->framework == "monai" ? reference->constructor(ctx, params)
+                                                                                      : nlohmann::json(nullptr)},
+                               {"reference", renaming ? nlohmann::json{{"framework", reference->framework},
+                                                                       {"build", reference->constructor(ctx, params)}}
+                                                      : nlohmann::json(nullptr)},
                                {"voxfit_names_kept", kept},
                                {"tensors", summary.tensors},
                                {"checkpoint", fs::absolute(checkpoint).string()},

@@ -147,7 +147,7 @@ class ExportTest : public test::TempDirTest {
   // those MONAI-only modules in `monai_only` (substrings of the key).
   void expect_monai_state_dict(const NetSpec& n, const std::vector<std::string>& monai_only) {
     const auto net = write_export_checkpoint(dir() / "best.pt", n);
-    const auto s = export_state_dict(dir() / "best.pt", dir() / "weights.pt", ExportNames::kMonai);
+    const auto s = export_state_dict(dir() / "best.pt", dir() / "weights.pt", ExportNames::kReference);
     const auto dict = read_state_dict(dir() / "weights.pt");
     const auto tensors = named_tensors(net);
     EXPECT_EQ(s.model, n.model);
@@ -226,11 +226,57 @@ TEST_F(ExportTest, SwinUnetrStateDictHasExactlyMonaisKeysAndShapes) {
   EXPECT_EQ(side["monai"]["kwargs"]["use_v2"], true);
 }
 
+// resenc_unet with nnU-Net's names: exactly the keys and shapes of nnU-Net's own state dict
+// (tests/python/nnunet_keys.py wrote them), aliases included, so nnU-Net loads it strictly; each
+// alias holds the same values as its canonical key.
+TEST_F(ExportTest, ResEncUNetExportsNnUNetsStateDictKeyForKey) {
+  NetSpec n{"resenc_unet", {}};
+  n.ctx.num_classes = 3;
+  n.ctx.patch = {32, 32, 32};
+  n.ctx.params = {{"base_features", "4"}, {"max_features", "16"}};
+  const auto net = write_export_checkpoint(dir() / "best.pt", n);
+  const auto s = export_state_dict(dir() / "best.pt", dir() / "weights.pt", ExportNames::kReference);
+  const auto dict = read_state_dict(dir() / "weights.pt");
+  std::ifstream in(test::source_dir() / "tests" / "train" / "data" / "nnunet_resenc_unet_keys.txt");
+  std::map<std::string, std::vector<int64_t>> expected;
+  std::string key, dims;
+  while (in >> key >> dims) {
+    std::vector<int64_t> shape;
+    std::stringstream ss(dims);
+    for (std::string d; std::getline(ss, d, ',');) shape.push_back(std::stoll(d));
+    expected[key] = shape;
+  }
+  ASSERT_EQ(expected.size(), 524u);
+  EXPECT_EQ(dict.size(), expected.size());
+  for (const auto& [k, shape] : expected) {
+    const auto it = dict.find(k);
+    ASSERT_NE(it, dict.end()) << k;
+    EXPECT_EQ(it->second.sizes().vec(), shape) << k;
+  }
+  const auto tensors = named_tensors(net);
+  EXPECT_EQ(s.tensors, static_cast<int64_t>(tensors.size()));
+  EXPECT_EQ(s.tensors + s.aliases, static_cast<int64_t>(dict.size()));
+  EXPECT_EQ(s.renamed, 0);  // voxfit's names are nnU-Net's canonical ones
+  for (const auto& [name, t] : tensors) {
+    EXPECT_TRUE(torch::equal(dict.at(name), t.detach())) << name;
+    if (name.rfind("encoder.", 0) == 0) {
+      EXPECT_TRUE(torch::equal(dict.at("decoder." + name), t.detach())) << name;
+    }
+  }
+  const auto side = read_json(s.sidecar);
+  EXPECT_EQ(side["names"], "nnunet");
+  EXPECT_TRUE(side["monai"].is_null());
+  const auto& build = side["reference"]["build"];
+  EXPECT_EQ(build["class"], "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet");
+  EXPECT_EQ(build["kwargs"]["features_per_stage"], nlohmann::json::array({4, 8, 16, 16}));
+  EXPECT_EQ(build["kwargs"]["n_blocks_per_stage"], nlohmann::json::array({1, 3, 4, 6}));
+}
+
 TEST_F(ExportTest, VoxfitNamesAndNetworksWithoutMonaiCounterpartKeepVoxfitsNames) {
   for (const auto& n : {small_unet3d(), small_unetr()}) {
     const auto net = write_export_checkpoint(dir() / "last.pt", n);
     // unet3d has no MONAI counterpart: its MONAI-style export is its own names too.
-    const auto style = n.model == "unet3d" ? ExportNames::kMonai : ExportNames::kVoxfit;
+    const auto style = n.model == "unet3d" ? ExportNames::kReference : ExportNames::kVoxfit;
     const auto s = export_state_dict(dir() / "last.pt", dir() / "w.pth", style);
     EXPECT_EQ(s.renamed, 0) << n.model;
     const auto dict = read_state_dict(dir() / "w.pth");
@@ -282,7 +328,7 @@ TEST_F(ExportTest, MonaisNetworkWithTheExportComputesVoxfitsOutput) {
   swin.ctx.patch = {64, 64, 64};
   for (const auto& n : {small_unetr(), swin}) {
     const auto net = write_export_checkpoint(dir() / "best.pt", n);
-    export_state_dict(dir() / "best.pt", dir() / "weights.pt", ExportNames::kMonai);
+    export_state_dict(dir() / "best.pt", dir() / "weights.pt", ExportNames::kReference);
     torch::manual_seed(3);
     const auto x = torch::randn({1, 1, n.ctx.patch[0], n.ctx.patch[1], n.ctx.patch[2]});
     net->eval();

@@ -101,13 +101,17 @@ struct TrainingRecipe {
 /// The reference implementation a network is built from, for `voxfit export`: its parameter names
 /// and the constructor that builds it with the exported weights.
 struct ReferenceImplementation {
-  std::string framework;  ///< "monai" (the `--names` value that selects these names)
+  std::string framework;  ///< "monai" or "nnunet"
   /// The reference's state-dict key for voxfit's dotted parameter or buffer name; a name with no
   /// counterpart comes back unchanged.
   std::function<std::string(const std::string& name)> name;
   /// {"class": "monai.networks.nets.UNETR", "kwargs": {...}} for `ctx` and every declared parameter
   /// as text; null where the reference cannot build this configuration.
   std::function<nlohmann::json(const ModelContext& ctx, const std::map<std::string, std::string>& params)> constructor;
+  /// Further keys under which the reference's state dict holds the same tensor as the reference
+  /// name `key` (nnU-Net's modules registered twice); none where null. A strict load_state_dict
+  /// of the reference needs them.
+  std::function<std::vector<std::string>(const std::string& key)> aliases;
 };
 
 /// A configuration whose parameter count the reference implementation states (tested for every

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
@@ -12,6 +13,7 @@
 #include "voxfit/models/shape_checks.h"
 
 #include "../activation_rules.h"
+#include "../monai_naming.h"
 #include "../registry_support.h"
 
 namespace voxfit::models {
@@ -319,6 +321,67 @@ std::optional<ActivationEstimate> ResEncUNetImpl::saved_activations(const std::v
   return t.finish();
 }
 
+namespace {
+
+// nnU-Net registers each ConvDropoutNormReLU's conv and norm a second time (all_modules.0 / .1) and
+// the whole encoder again inside the decoder (decoder.encoder.*): its state dict holds every such
+// tensor under each of those keys, and a strict load_state_dict asks for all of them.
+std::vector<std::string> nnunet_aliases(const std::string& key) {
+  std::vector<std::string> same{key};
+  for (const auto& [part, alias] : {std::pair<std::string, std::string>{".conv.", ".all_modules.0."},
+                                    std::pair<std::string, std::string>{".norm.", ".all_modules.1."}}) {
+    const auto at = key.rfind(part);
+    if (at != std::string::npos && key.find('.', at + part.size()) == std::string::npos)
+      same.push_back(key.substr(0, at) + alias + key.substr(at + part.size()));
+  }
+  if (key.rfind("encoder.", 0) == 0)
+    for (size_t i = 0, n = same.size(); i < n; ++i) same.push_back("decoder." + same[i]);
+  return std::vector<std::string>(same.begin() + 1, same.end());
+}
+
+// dynamic_network_architectures' ResidualEncoderUNet with the arch_kwargs an nnU-Net plans file
+// holds for this configuration (ops as the dotted names nnU-Net's plans give them).
+nlohmann::json nnunet_constructor(const ModelContext& ctx, const std::map<std::string, std::string>& params) {
+  std::vector<double> spacing;
+  std::stringstream ss(params.at("spacing"));
+  for (std::string item; std::getline(ss, item, ',');) spacing.push_back(std::stod(item));
+  const auto t = resenc_topology(ctx.patch, spacing);
+  const int64_t base = std::stoll(params.at("base_features")), max = std::stoll(params.at("max_features"));
+  const auto blocks_given = monai::integers(params.at("blocks_per_stage"));
+  nlohmann::json features = nlohmann::json::array(), blocks = nlohmann::json::array(),
+                 kernels = nlohmann::json::array(), strides = nlohmann::json::array(),
+                 decoder = nlohmann::json::array();
+  for (size_t s = 0; s < t.stages(); ++s) {
+    features.push_back(std::min(base << std::min<size_t>(s, 20), max));
+    blocks.push_back(blocks_given[std::min(s, blocks_given.size() - 1)]);
+    kernels.push_back(t.kernels[s]);
+    strides.push_back(t.strides[s]);
+    if (s + 1 < t.stages()) decoder.push_back(std::stoll(params.at("decoder_convs")));
+  }
+  nlohmann::json kwargs = {{"input_channels", ctx.in_channels},
+                           {"num_classes", ctx.num_classes},
+                           {"n_stages", t.stages()},
+                           {"features_per_stage", features},
+                           {"conv_op", "torch.nn.modules.conv.Conv3d"},
+                           {"kernel_sizes", kernels},
+                           {"strides", strides},
+                           {"n_blocks_per_stage", blocks},
+                           {"n_conv_per_stage_decoder", decoder},
+                           {"conv_bias", true},
+                           {"norm_op", "torch.nn.modules.instancenorm.InstanceNorm3d"},
+                           {"norm_op_kwargs", {{"eps", 1e-05}, {"affine", true}}},
+                           {"dropout_op", nullptr},
+                           {"dropout_op_kwargs", nullptr},
+                           {"nonlin", "torch.nn.LeakyReLU"},
+                           {"nonlin_kwargs", {{"inplace", true}}},
+                           {"deep_supervision", monai::is_true(params.at("deep_supervision"))}};
+  return {{"class", "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet"},
+          {"kwargs", kwargs},
+          {"_kw_requires_import", {"conv_op", "norm_op", "dropout_op", "nonlin"}}};
+}
+
+}  // namespace
+
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()
 // (generated voxfit_model_entries.h); the helpers are in registry_support.h.
 ModelEntry resenc_unet_entry() {
@@ -335,6 +398,9 @@ ModelEntry resenc_unet_entry() {
       });
   e.listing_order = 15;
   e.recipe.optimizer = "sgd";  // nnU-Net's trainer: SGD, Nesterov 0.99, lr 1e-2, poly
+  // voxfit's names are nnU-Net's canonical ones; export adds the aliases nnU-Net's state dict has.
+  e.reference = ReferenceImplementation{"nnunet", [](const std::string& name) { return name; },
+                                        nnunet_constructor, nnunet_aliases};
   // dynamic_network_architectures 0.4.4 with nnunetv2 2.8.1's ResEnc planner rules, 1 in, 14 out.
   e.reference_counts = {{"resenc_unet_128", {}, 102359430, {128, 128, 128}},
                         {"resenc_unet_192", {}, 102359430, {192, 192, 192}},

@@ -297,7 +297,8 @@ ReferenceImplementation swin_unetr_monai_reference() {
             kwargs["use_v2"] = monai::is_true(params.at("use_v2"));
             kwargs["norm_name"] = monai::norm(params.at("norm_name"));
             return {{"class", "monai.networks.nets.SwinUNETR"}, {"kwargs", kwargs}};
-          }};
+          },
+          nullptr};
 }
 
 // This network's registry entry: CMake lists S_entry() of every src/models/nets/S.cpp for registry()

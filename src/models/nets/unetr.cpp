@@ -255,7 +255,8 @@ ModelEntry unetr_entry() {
         kwargs["res_block"] = monai::is_true(params.at("res_block"));
         kwargs["norm_name"] = monai::norm(params.at("norm_name"));
         return {{"class", "monai.networks.nets.UNETR"}, {"kwargs", kwargs}};
-      }};
+      },
+      nullptr};
   return e;
 }
 
