@@ -19,7 +19,12 @@ using detail::option_name;
 
 const std::vector<ModelEntry>& registry() {
   static const std::vector<ModelEntry> entries = [] {
-    std::vector<ModelEntry> out = generated_model_entries();
+    std::vector<ModelEntry> out;
+    for (auto& e : generated_model_entries()) {
+      auto variants = std::move(e.variants);
+      out.push_back(std::move(e));
+      for (auto& v : variants) out.push_back(std::move(v));
+    }
     std::stable_sort(out.begin(), out.end(), [](const ModelEntry& a, const ModelEntry& b) {
       return a.listing_order != b.listing_order ? a.listing_order < b.listing_order : a.name < b.name;
     });

@@ -6,59 +6,23 @@
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "reference_outputs.h"
 #include "support/test_support.h"
 #include "voxfit/models/nets/resenc_unet.h"
 
 namespace voxfit::models {
 namespace {
 
-namespace fs = std::filesystem;
-
-fs::path reference_dir() { return test::source_dir() / "tests" / "models" / "reference"; }
-
-// make_resenc_unet.py's closed formula for a parameter of `name` (float64, then float32).
-torch::Tensor formula(const std::string& name, const std::vector<int64_t>& shape) {
-  int64_t h = 0;
-  for (size_t j = 0; j < name.size(); ++j) h += static_cast<int64_t>(j + 1) * static_cast<unsigned char>(name[j]);
-  const double phase = static_cast<double>(h % 997) / 997.0 * 2.0 * M_PI;
-  int64_t n = 1;
-  for (const auto s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  const bool norm_weight = name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double s = std::sin(0.7 * static_cast<double>(i) + phase);
-    double x;
-    if (shape.size() == 1)
-      x = norm_weight ? 1.0 + 0.2 * s : 0.1 * s;
-    else
-      x = s * std::sqrt(3.0 / static_cast<double>(n / shape[0]));
-    v[static_cast<size_t>(i)] = static_cast<float>(x);
-  }
-  return torch::from_blob(v.data(), shape, torch::kFloat).clone();
-}
-
-torch::Tensor input_formula(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (const auto s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.013 * static_cast<double>(i)));
-  return torch::from_blob(v.data(), shape, torch::kFloat).clone();
-}
-
-std::vector<int64_t> ints(const nlohmann::json& j) { return j.get<std::vector<int64_t>>(); }
-
 class ResEncReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ResEncReference, OutputsEqualNnUNetsNetworkWithTheSameWeights) {
-  const fs::path json_file = reference_dir() / ("resenc_unet_" + GetParam() + ".json");
-  std::ifstream in(json_file);
-  ASSERT_TRUE(in) << json_file;
-  const auto m = nlohmann::json::parse(in);
+  const test::ReferenceOutputs ref("resenc_unet_" + GetParam());
+  const auto& m = ref.manifest;
   const auto& c = m.at("config");
-  const auto patch = ints(c.at("patch"));
+  const auto patch = test::ints(c.at("patch"));
   ResEncUNet net(ResEncUNetOptions()
                      .num_classes(c.at("classes").get<int64_t>())
                      .img_size(patch)
@@ -69,43 +33,19 @@ TEST_P(ResEncReference, OutputsEqualNnUNetsNetworkWithTheSameWeights) {
   const auto& t = net->topology();
   ASSERT_EQ(t.stages(), m.at("strides").size());
   for (size_t s = 0; s < t.stages(); ++s) {
-    EXPECT_EQ(std::vector<int64_t>(t.strides[s].begin(), t.strides[s].end()), ints(m.at("strides")[s])) << s;
-    EXPECT_EQ(std::vector<int64_t>(t.kernels[s].begin(), t.kernels[s].end()), ints(m.at("kernels")[s])) << s;
+    EXPECT_EQ(std::vector<int64_t>(t.strides[s].begin(), t.strides[s].end()), test::ints(m.at("strides")[s])) << s;
+    EXPECT_EQ(std::vector<int64_t>(t.kernels[s].begin(), t.kernels[s].end()), test::ints(m.at("kernels")[s])) << s;
   }
   EXPECT_EQ(count_parameters(*net), m.at("parameters").get<int64_t>());
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : net->named_parameters()) p.value().copy_(formula(p.key(), p.value().sizes().vec()));
-  }
+  test::fill_by_formula(*net);
   std::vector<int64_t> shape = {1, 1};
   shape.insert(shape.end(), patch.begin(), patch.end());
-  const auto x = input_formula(shape);
-  std::ifstream blob(reference_dir() / ("resenc_unet_" + GetParam() + ".bin"), std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(blob)), std::istreambuf_iterator<char>());
-  const auto reference = [&](const std::string& name) {
-    for (const auto& e : m.at("outputs"))
-      if (e.at("name") == name) {
-        const auto s = ints(e.at("shape"));
-        return torch::from_blob(const_cast<char*>(bytes.data()) + e.at("offset").get<size_t>(), s, torch::kFloat)
-            .clone();
-      }
-    ADD_FAILURE() << "no output " << name << " in " << json_file;
-    return torch::Tensor();
-  };
+  const auto x = test::input_formula(shape);
   torch::NoGradGuard no_grad;
-  const auto check = [&](const std::vector<torch::Tensor>& outs, const std::string& prefix, size_t expected) {
-    ASSERT_EQ(outs.size(), expected) << prefix;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const auto ref = reference(prefix + std::to_string(i));
-      ASSERT_EQ(outs[i].sizes(), ref.sizes()) << prefix << i;
-      const double scale = ref.abs().max().item<double>();
-      EXPECT_LE((outs[i] - ref).abs().max().item<double>(), 1e-4 * scale) << prefix << i << " (largest " << scale << ")";
-    }
-  };
   net->train();  // deep supervision: every decoder stage, highest resolution first
-  check(net->forward(x), "train_", t.stages() - 1);
+  ref.expect_equal(net->forward(x), "train_", t.stages() - 1);
   net->eval();
-  check(net->forward(x), "eval_", 1);
+  ref.expect_equal(net->forward(x), "eval_", 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configurations, ResEncReference, ::testing::Values("cube", "aniso"));

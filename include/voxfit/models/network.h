@@ -146,6 +146,9 @@ struct ModelEntry {
   std::optional<ReferenceImplementation> reference;
   /// Further configurations with stated counts, besides `defaults` (reference_parameters).
   std::vector<ReferenceCount> reference_counts;
+  /// Further registry entries of the same file (a family's sizes: mednext_s's file also registers
+  /// mednext_b, _m and _l); registry() lists each as an entry of its own.
+  std::vector<ModelEntry> variants;
 };
 
 /// The layout of `entry` on `device` for `--channels-last` auto (nullopt), on or off.

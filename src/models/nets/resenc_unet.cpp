@@ -49,8 +49,7 @@ ResEncTopology resenc_topology(const std::vector<int64_t>& patch, const std::vec
     if (valid.empty()) break;
     double finest = sp[valid[0]];
     for (const int i : valid) finest = std::min(finest, sp[i]);
-    valid.erase(std::remove_if(valid.begin(), valid.end(), [&](int i) { return !(sp[i] / finest < 2); }),
-                valid.end());
+    valid.erase(std::remove_if(valid.begin(), valid.end(), [&](int i) { return !(sp[i] / finest < 2); }), valid.end());
     if (valid.size() == 1 && !(size[valid[0]] >= 3 * kMinFeatureMap)) break;
     if (valid.empty()) break;
     const double finest_all = *std::min_element(sp.begin(), sp.end());
@@ -77,10 +76,9 @@ ResEncTopology resenc_topology(const std::vector<int64_t>& patch, const std::vec
 ResEncConvImpl::ResEncConvImpl(int64_t in, int64_t out, const Axes3& kernel, const Axes3& stride, bool bias, bool act)
     : act_(act), stride_(stride) {
   for (int i = 0; i < 3; ++i) padding_[i] = (kernel[i] - 1) / 2;
-  conv_ = register_module("conv", nn::Conv3d(nn::Conv3dOptions(in, out, vec(kernel))
-                                                 .stride(vec(stride))
-                                                 .padding(vec(padding_))
-                                                 .bias(bias)));
+  conv_ = register_module(
+      "conv",
+      nn::Conv3d(nn::Conv3dOptions(in, out, vec(kernel)).stride(vec(stride)).padding(vec(padding_)).bias(bias)));
   norm_ = make_norm("instance_affine", 3, out);
   register_module("norm", norm_.ptr());
 }
@@ -94,13 +92,15 @@ torch::Tensor ResEncConvImpl::forward(const torch::Tensor& x, const torch::Tenso
 
 ResEncBlockImpl::ResEncBlockImpl(int64_t in, int64_t out, const Axes3& kernel, const Axes3& stride) : stride_(stride) {
   conv1_ = register_module("conv1", ResEncConv(in, out, kernel, stride, true, true));
-  conv2_ = register_module("conv2", ResEncConv(out, out, kernel, Axes3{1, 1, 1}, true, true));  // LeakyReLU after the add
+  conv2_ =
+      register_module("conv2", ResEncConv(out, out, kernel, Axes3{1, 1, 1}, true, true));  // LeakyReLU after the add
   pool_ = stride != Axes3{1, 1, 1};
   if (in != out) {
     // nnU-Net's skip: Sequential(AvgPool3d, ConvDropoutNormReLU(1x1x1, no bias, no activation)); the
     // projection is its child "1" after a pool, "0" without.
     auto skip = register_module("skip", holder());
-    projection_ = skip->register_module(pool_ ? "1" : "0", ResEncConv(in, out, Axes3{1, 1, 1}, Axes3{1, 1, 1}, false, false));
+    projection_ =
+        skip->register_module(pool_ ? "1" : "0", ResEncConv(in, out, Axes3{1, 1, 1}, Axes3{1, 1, 1}, false, false));
   }
 }
 
@@ -298,7 +298,7 @@ std::optional<ActivationEstimate> ResEncUNetImpl::saved_activations(const std::v
         cna(in, f[s], v[s], v[s], c, 1, false, NormOut::kResidual);
       }
       cna(f[s], f[s], v[s], v[s], c, volume(k[s]), true, NormOut::kIntoAdd);  // conv2
-      t.keep(f[s] * v[s], c);  // the add's output, activated in place
+      t.keep(f[s] * v[s], c);                                                 // the add's output, activated in place
     }
   }
   for (size_t d = 0; d + 1 < n; ++d) {
@@ -388,8 +388,7 @@ ModelEntry resenc_unet_entry() {
   ModelEntry e = detail::entry_for<ResEncUNetOptions>(
       "resenc_unet",
       "nnU-Net v2 ResidualEncoderUNet (ResEnc M/L/XL): stages and pooling per axis from the patch, as nnU-Net plans",
-      TaskKind::kSegmentation3d, ModelContext{}, 62815736,
-      [](ResEncUNetOptions o, const ModelContext& ctx) -> Network {
+      TaskKind::kSegmentation3d, ModelContext{}, 62815736, [](ResEncUNetOptions o, const ModelContext& ctx) -> Network {
         return std::make_shared<ResEncUNetImpl>(o.in_channels(ctx.in_channels)
                                                     .num_classes(ctx.num_classes)
                                                     .img_size(ctx.patch)
@@ -399,13 +398,14 @@ ModelEntry resenc_unet_entry() {
   e.listing_order = 15;
   e.recipe.optimizer = "sgd";  // nnU-Net's trainer: SGD, Nesterov 0.99, lr 1e-2, poly
   // voxfit's names are nnU-Net's canonical ones; export adds the aliases nnU-Net's state dict has.
-  e.reference = ReferenceImplementation{"nnunet", [](const std::string& name) { return name; },
-                                        nnunet_constructor, nnunet_aliases};
+  e.reference = ReferenceImplementation{"nnunet", [](const std::string& name) { return name; }, nnunet_constructor,
+                                        nnunet_aliases};
   // dynamic_network_architectures 0.4.4 with nnunetv2 2.8.1's ResEnc planner rules, 1 in, 14 out.
-  e.reference_counts = {{"resenc_unet_128", {}, 102359430, {128, 128, 128}},
-                        {"resenc_unet_192", {}, 102359430, {192, 192, 192}},
-                        {"resenc_unet_256", {}, 141903124, {256, 256, 256}},
-                        {"resenc_unet_small_32", {{"base_features", "8"}, {"max_features", "64"}}, 1622330, {32, 32, 32}}};
+  e.reference_counts = {
+      {"resenc_unet_128", {}, 102359430, {128, 128, 128}},
+      {"resenc_unet_192", {}, 102359430, {192, 192, 192}},
+      {"resenc_unet_256", {}, 141903124, {256, 256, 256}},
+      {"resenc_unet_small_32", {{"base_features", "8"}, {"max_features", "64"}}, 1622330, {32, 32, 32}}};
   return e;
 }
 

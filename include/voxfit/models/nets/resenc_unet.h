@@ -32,14 +32,14 @@ struct ResEncTopology {
 ResEncTopology resenc_topology(const std::vector<int64_t>& patch, const std::vector<double>& spacing);
 
 /// The settable parameters (params.h): X(type, name, default, help).
-#define VOXFIT_RESENC_UNET_PARAMS(X)                                                                               \
+#define VOXFIT_RESENC_UNET_PARAMS(X)                                                                                 \
   X(int64_t, base_features, 32, "features of the first stage, doubled per stage (nnU-Net's UNet_base_num_features)") \
-  X(int64_t, max_features, 320, "cap on the features per stage (nnU-Net's unet_max_num_features)")                \
-  X(std::vector<int64_t>, blocks_per_stage, (std::vector<int64_t>{1, 3, 4, 6}),                                    \
-    "residual blocks per encoder stage, the last value repeated for deeper stages (ResEnc: 1,3,4,6,6,...)")       \
-  X(int64_t, decoder_convs, 1, "conv-norm-LeakyReLU units per decoder stage (ResEnc: 1)")                        \
-  X(std::vector<double>, spacing, (std::vector<double>{1.0, 1.0, 1.0}),                                            \
-    "target spacing D,H,W in mm: with the patch it decides the stages, pooling and kernels per axis as nnU-Net")  \
+  X(int64_t, max_features, 320, "cap on the features per stage (nnU-Net's unet_max_num_features)")                   \
+  X(std::vector<int64_t>, blocks_per_stage, (std::vector<int64_t>{1, 3, 4, 6}),                                      \
+    "residual blocks per encoder stage, the last value repeated for deeper stages (ResEnc: 1,3,4,6,6,...)")          \
+  X(int64_t, decoder_convs, 1, "conv-norm-LeakyReLU units per decoder stage (ResEnc: 1)")                            \
+  X(std::vector<double>, spacing, (std::vector<double>{1.0, 1.0, 1.0}),                                              \
+    "target spacing D,H,W in mm: with the patch it decides the stages, pooling and kernels per axis as nnU-Net")     \
   X(bool, deep_supervision, true, "return every decoder stage's logits while training")
 
 /// Defaults: ResEnc's architecture for a 1-channel, 14-class task at 96^3, 1 mm (62,815,736 parameters).
