@@ -2,9 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
@@ -13,7 +14,6 @@
 #include "voxfit/models/shape_checks.h"
 
 #include "../activation_rules.h"
-#include "../monai_naming.h"
 #include "../registry_support.h"
 
 namespace voxfit::models {
@@ -116,35 +116,41 @@ void ResEncBlockImpl::zero_last_norm() {
     if (p.key().rfind("norm.", 0) == 0) p.value().zero_();
 }
 
-ResEncUNetImpl::ResEncUNetImpl(const ResEncUNetOptions& o) : options_(o) {
-  topology_ = resenc_topology(o.img_size(), o.spacing());
-  const size_t n = topology_.stages();
-  if (n < 2)
+ResEncTopology resenc_plan(const ResEncUNetOptions& o) {
+  ResEncTopology t = resenc_topology(o.img_size(), o.spacing());
+  if (t.stages() < 2)
     throw ModelError("resenc_unet: patch " + shape_to_string(o.img_size()) +
                      " is too small for one pooling (an axis needs 8 voxels or more)");
   if (o.max_features() < o.base_features())
     throw ModelError("resenc_unet: need base_features <= max_features, got " + std::to_string(o.base_features()) +
                      " and " + std::to_string(o.max_features()));
-  for (size_t s = 0; s < n; ++s)
-    features_.push_back(std::min(o.base_features() << std::min<size_t>(s, 20), o.max_features()));
+  const auto& counts = o.blocks_per_stage();
+  for (size_t s = 0; s < t.stages(); ++s) {
+    t.features.push_back(std::min(o.base_features() << std::min<size_t>(s, 20), o.max_features()));
+    t.blocks.push_back(counts[std::min(s, counts.size() - 1)]);
+  }
+  return t;
+}
+
+ResEncUNetImpl::ResEncUNetImpl(const ResEncUNetOptions& o) : options_(o), topology_(resenc_plan(o)) {
+  const size_t n = topology_.stages();
+  const auto& f = topology_.features;
   const auto& k = topology_.kernels;
   const auto& st = topology_.strides;
 
   auto encoder = register_module("encoder", holder());
   auto stem = encoder->register_module("stem", holder());
   auto stem_convs = stem->register_module("convs", nn::ModuleList());
-  stem_ = ResEncConv(o.in_channels(), features_[0], k[0], Axes3{1, 1, 1}, true, true);
+  stem_ = ResEncConv(o.in_channels(), f[0], k[0], Axes3{1, 1, 1}, true, true);
   stem_convs->push_back(stem_);
   auto stage_list = encoder->register_module("stages", nn::ModuleList());
   for (size_t s = 0; s < n; ++s) {
     auto stage = holder();
     auto blocks = stage->register_module("blocks", nn::ModuleList());
-    const auto& counts = o.blocks_per_stage();
-    const int64_t count = counts[std::min(s, counts.size() - 1)];
     stages_.emplace_back();
-    for (int64_t b = 0; b < count; ++b) {
-      const int64_t in = b > 0 ? features_[s] : s == 0 ? features_[0] : features_[s - 1];
-      stages_[s].push_back(ResEncBlock(in, features_[s], k[s], b == 0 ? st[s] : Axes3{1, 1, 1}));
+    for (int64_t b = 0; b < topology_.blocks[s]; ++b) {
+      const int64_t in = b > 0 ? f[s] : s == 0 ? f[0] : f[s - 1];
+      stages_[s].push_back(ResEncBlock(in, f[s], k[s], b == 0 ? st[s] : Axes3{1, 1, 1}));
       blocks->push_back(stages_[s].back());
     }
     stage_list->push_back(stage);
@@ -155,7 +161,7 @@ ResEncUNetImpl::ResEncUNetImpl(const ResEncUNetOptions& o) : options_(o) {
   auto transpconvs = decoder->register_module("transpconvs", nn::ModuleList());
   auto seg_layers = decoder->register_module("seg_layers", nn::ModuleList());
   for (size_t d = 0; d + 1 < n; ++d) {
-    const int64_t below = features_[n - 1 - d], skip = features_[n - 2 - d];
+    const int64_t below = f[n - 1 - d], skip = f[n - 2 - d];
     const Axes3& stride = st[n - 1 - d];
     upsample_.push_back(nn::ConvTranspose3d(nn::ConvTranspose3dOptions(below, skip, vec(stride)).stride(vec(stride))));
     transpconvs->push_back(upsample_.back());
@@ -269,7 +275,7 @@ std::optional<ActivationEstimate> ResEncUNetImpl::saved_activations(const std::v
     v.push_back(volume(size));
   }
   const int64_t v_in = shape[2] * shape[3] * shape[4], classes = options_.num_classes();
-  const auto& f = features_;
+  const auto& f = topology_.features;
   Tally t(c, shape[0], paths);
   // conv (+ bias) + affine instance norm (+ activation).
   const auto cna = [&](int64_t in, int64_t out, int64_t in_voxels, int64_t voxels, ScalarType dt, int64_t kvol,
@@ -287,9 +293,7 @@ std::optional<ActivationEstimate> ResEncUNetImpl::saved_activations(const std::v
       t.keep(f[s] * v[s], c);
       continue;
     }
-    const auto& counts = options_.blocks_per_stage();
-    const int64_t blocks = counts[std::min(s, counts.size() - 1)];
-    for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t b = 0; b < topology_.blocks[s]; ++b) {
       const int64_t in = b > 0 ? f[s] : s == 0 ? f[0] : f[s - 1];
       const int64_t in_voxels = b > 0 || s == 0 ? v[s] : v[s - 1];
       cna(in, f[s], in_voxels, v[s], c, volume(k[s]), true, NormOut::kKept);  // conv1
@@ -342,31 +346,26 @@ std::vector<std::string> nnunet_aliases(const std::string& key) {
 // dynamic_network_architectures' ResidualEncoderUNet with the arch_kwargs an nnU-Net plans file
 // holds for this configuration (ops as the dotted names nnU-Net's plans give them).
 nlohmann::json nnunet_constructor(const ModelContext& ctx, const std::map<std::string, std::string>& params) {
-  std::vector<double> spacing;
-  std::stringstream ss(params.at("spacing"));
-  for (std::string item; std::getline(ss, item, ',');) spacing.push_back(std::stod(item));
-  const auto t = resenc_topology(ctx.patch, spacing);
-  const int64_t base = std::stoll(params.at("base_features")), max = std::stoll(params.at("max_features"));
-  const auto blocks_given = monai::integers(params.at("blocks_per_stage"));
-  nlohmann::json features = nlohmann::json::array(), blocks = nlohmann::json::array(),
-                 kernels = nlohmann::json::array(), strides = nlohmann::json::array(),
-                 decoder = nlohmann::json::array();
+  ModelContext with = ctx;
+  with.params = params;
+  const auto o =
+      detail::read_params<ResEncUNetOptions>("resenc_unet", detail::declared_params<ResEncUNetOptions>(), with)
+          .img_size(ctx.patch);
+  const ResEncTopology t = resenc_plan(o);
+  nlohmann::json kernels = nlohmann::json::array(), strides = nlohmann::json::array();
   for (size_t s = 0; s < t.stages(); ++s) {
-    features.push_back(std::min(base << std::min<size_t>(s, 20), max));
-    blocks.push_back(blocks_given[std::min(s, blocks_given.size() - 1)]);
     kernels.push_back(t.kernels[s]);
     strides.push_back(t.strides[s]);
-    if (s + 1 < t.stages()) decoder.push_back(std::stoll(params.at("decoder_convs")));
   }
   nlohmann::json kwargs = {{"input_channels", ctx.in_channels},
                            {"num_classes", ctx.num_classes},
                            {"n_stages", t.stages()},
-                           {"features_per_stage", features},
+                           {"features_per_stage", t.features},
                            {"conv_op", "torch.nn.modules.conv.Conv3d"},
                            {"kernel_sizes", kernels},
                            {"strides", strides},
-                           {"n_blocks_per_stage", blocks},
-                           {"n_conv_per_stage_decoder", decoder},
+                           {"n_blocks_per_stage", t.blocks},
+                           {"n_conv_per_stage_decoder", std::vector<int64_t>(t.stages() - 1, o.decoder_convs())},
                            {"conv_bias", true},
                            {"norm_op", "torch.nn.modules.instancenorm.InstanceNorm3d"},
                            {"norm_op_kwargs", {{"eps", 1e-05}, {"affine", true}}},
@@ -374,7 +373,7 @@ nlohmann::json nnunet_constructor(const ModelContext& ctx, const std::map<std::s
                            {"dropout_op_kwargs", nullptr},
                            {"nonlin", "torch.nn.LeakyReLU"},
                            {"nonlin_kwargs", {{"inplace", true}}},
-                           {"deep_supervision", monai::is_true(params.at("deep_supervision"))}};
+                           {"deep_supervision", o.deep_supervision()}};
   return {{"class", "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet"},
           {"kwargs", kwargs},
           {"_kw_requires_import", {"conv_op", "norm_op", "dropout_op", "nonlin"}}};

@@ -27,6 +27,9 @@ struct ResEncTopology {
   std::vector<Axes3> strides, kernels;
   /// The patch rounded up to a multiple of `divisor` on each axis, as nnU-Net pads it.
   Axes3 patch{}, divisor{};
+  /// Per stage, where the options are known (resenc_plan): features min(base * 2^s, max) and
+  /// residual blocks (blocks_per_stage, its last value repeated).
+  std::vector<int64_t> features, blocks;
   size_t stages() const { return strides.size(); }
 };
 ResEncTopology resenc_topology(const std::vector<int64_t>& patch, const std::vector<double>& spacing);
@@ -53,6 +56,10 @@ struct ResEncUNetOptions {
   TORCH_ARG(CheckpointMode, checkpoint) = CheckpointMode::kNone;
   TORCH_ARG(bool, channels_last) = false;
 };
+
+/// The whole plan of a network with `o`: resenc_topology of its patch and spacing, with its widths
+/// and blocks per stage. Throws ModelError for a patch too small to pool or base > max features.
+ResEncTopology resenc_plan(const ResEncUNetOptions& o);
 
 /// nnU-Net's ConvDropoutNormReLU: conv (per-axis kernel and stride, padding (k-1)/2, bias as given)
 /// -> affine InstanceNorm (eps 1e-5) -> LeakyReLU(0.01) where `act`.
@@ -103,14 +110,12 @@ class ResEncUNetImpl : public NetworkImpl {
                                                       std::optional<CheckpointMode> recompute) const override;
 
   const ResEncUNetOptions& options() const { return options_; }
+  /// The stages, pooling, kernels, widths and blocks it was built with (resenc_plan).
   const ResEncTopology& topology() const { return topology_; }
-  /// Features of each stage: min(base * 2^s, max).
-  const std::vector<int64_t>& features() const { return features_; }
 
  private:
   ResEncUNetOptions options_;
   ResEncTopology topology_;
-  std::vector<int64_t> features_;
   ResEncConv stem_{nullptr};
   std::vector<std::vector<ResEncBlock>> stages_;
   std::vector<std::vector<ResEncConv>> decoder_;
