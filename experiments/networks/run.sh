@@ -5,6 +5,10 @@
 #   NETS    "voxfit_model:peer_model:patch ..." (default "resenc_unet:resenc:128")
 #   PHASES  default "build checks speed peers maxbatch"
 #   BUDGETS the maxbatch phase's budgets (default rtx3090,a40)
+#   CHECKS  the GPU tests of the checks phase, "binary:gtest_filter ..." (default the ResEnc tests)
+#   CURVES  "model:patch ..." for the curve phase: STEPS (500) steps from one seed, fused kernels
+#           and then --kernels aten; loss every 50 steps, validation Dice every 100 (not in the defaults)
+# Speed and peers run for every net first; then the max-batch sweeps share the time left.
 # Like the peer, voxfit trains with AdamW 1e-4 and without deep supervision in the speed phase.
 # carry: .devdeps .shared-data (the peers). Logs: $OUT/networks-logs.tar.gz; the table is printed last.
 set -uo pipefail
@@ -30,7 +34,7 @@ source experiments/common.sh
 if has checks; then  # the new network's tests and the sweep CLI test on the GPU machine
   stamp checks
   VOXFIT_BUILD_TARGETS="voxfit_test_models voxfit_test_sweep" BUILD_DIR=build-cuda bash tools/build.sh >"$logs/checks-build.log" 2>&1
-  for t in "models:*ResEnc*" "sweep:Sweep.CommandLineRunsAndRejectsASweepWithoutBudget"; do
+  for t in ${CHECKS:-"models:*ResEnc*" "sweep:Sweep.CommandLineRunsAndRejectsASweepWithoutBudget"}; do
     "build-cuda/tests/voxfit_test_${t%%:*}" --gtest_filter="${t#*:}" >"$logs/checks_${t%%:*}.log" 2>&1
     echo "tests $t: exit $? ($(grep -cE '^\[       OK' "$logs/checks_${t%%:*}.log") passed)" >>"$summary"
   done
@@ -40,7 +44,8 @@ cache=$work/cache_07mm
 [ -d "$cache" ] || prepare_ct14 "$logs/prepare.log" 0.7 "$cache" || exit 1
 echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), torch $(python3 -c 'import torch; print(torch.__version__)')" >>"$summary"
 
-for net in ${NETS:-resenc_unet:resenc:128}; do
+nets=(${NETS:-resenc_unet:resenc:128})
+for net in "${nets[@]}"; do
   IFS=: read -r m pm patch <<<"$net"
   if has speed; then
     stamp "voxfit $m $patch batch 2"
@@ -57,15 +62,32 @@ for net in ${NETS:-resenc_unet:resenc:128}; do
       --batches 2 --no-search --fast --steps 20 --warmup 5 >"$logs/peer_${pm}_fast.log" 2>&1
     echo "peer $pm $patch^3 --fast: $(grep -E '^\{' "$logs/peer_${pm}_fast.log" | tail -2 | tr '\n' ' ')" >>"$summary"
   fi
-  if has maxbatch; then
+done
+if has curve; then  # the same seed, fused kernels and then ATen's
+  for c in ${CURVES:-}; do
+    IFS=: read -r m patch <<<"$c"
+    for k in fused aten; do
+      stamp "curve $m $patch --kernels $k"
+      rm -rf "$work/curve_${m}_$k"
+      "$vf" train --dataset "$cache" --model "$m" --patch "$patch" --batch 2 --precision fp16 --seed 1 \
+        --kernels "$k" --steps "${STEPS:-500}" --log-every 50 --validate-every 100 --loader-threads 12 \
+        --output "$work/curve_${m}_$k" >"$logs/curve_${m}_$k.log" 2>&1 || tail -3 "$logs/curve_${m}_$k.log"
+      cp "$work/curve_${m}_$k/log.jsonl" "$logs/curve_${m}_$k.jsonl" 2>/dev/null
+      echo "curve $m $patch^3 --kernels $k: $(grep '^trained ' "$logs/curve_${m}_$k.log")" >>"$summary"
+    done
+  done
+fi
+if has maxbatch; then
+  for i in "${!nets[@]}"; do
+    IFS=: read -r m pm patch <<<"${nets[$i]}"
     stamp "voxfit $m $patch max batch"
-    # Within the call's limit (LIMIT_S, default 590 s): a sweep cut off keeps its journal and probes.
-    left=$((${LIMIT_S:-590} - ($(date +%s) - start)))
+    # The time left (LIMIT_S, default 590 s) shared by the sweeps left: one cut off keeps its journal.
+    left=$(((${LIMIT_S:-590} - ($(date +%s) - start)) / (${#nets[@]} - i)))
     timeout "$left" "$vf" sweep --dataset "$cache" --models "$m" --patches "$patch" --precisions fp16 \
       --budgets "${BUDGETS:-rtx3090,a40}" --no-throughput-table --output "$work/sweep_$m" >"$logs/sweep_${m}.log" 2>&1 ||
       tail -3 "$logs/sweep_${m}.log"
     { echo; grep -E "probe batch|^$m" "$logs/sweep_${m}.log" | tail -24; } >>"$summary"
-  fi
-done
+  done
+fi
 stamp "done"
 cat "$summary"
