@@ -14,18 +14,6 @@ namespace {
 const char* const kSmallUnet =
     "models --model unet3d --patch 32 --classes 3 --stages 3 --base-features 8 --max-features 32 --memory";
 
-// The error column (percent) of the table row named `component`; fails the test if there is none.
-double row_error_percent(const std::string& out, const std::string& component) {
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("  " + component + " ", 0) != 0) continue;
-    const std::string last = line.substr(line.find_last_of(' ') + 1);
-    EXPECT_EQ(last.back(), '%') << line;
-    return std::strtod(last.c_str(), nullptr);
-  }
-  ADD_FAILURE() << "no row '" << component << "' in\n" << out;
-  return 1e9;
-}
 
 // Measured (AdamW and SGD, batch 1 and 2): blocks within 0.1%; the peak 0.2-3% off with 2 intra-op
 // threads but 7.6% over with 1: LibTorch's CPU convolutions take workspace per thread, which the
@@ -38,12 +26,12 @@ TEST(ModelsMemory, PredictedPeakOfASmallUNetIsWithinTenPercentOfTheMeasuredOnThe
                                     " --batch 2 --measure --device cpu --threads 1 --optimizer " + optimizer);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("measured on cpu: peak in backward"), std::string::npos) << r.out;
-    EXPECT_LE(std::abs(row_error_percent(r.out, "peak")), 10.0) << r.out;
-    EXPECT_LE(std::abs(row_error_percent(r.out, "activations (all blocks)")), 1.0) << r.out;
+    EXPECT_LE(std::abs(test::row_error_percent(r.out, "peak")), 10.0) << r.out;
+    EXPECT_LE(std::abs(test::row_error_percent(r.out, "activations (all blocks)")), 1.0) << r.out;
     for (const char* block : {"encoder0", "encoder1", "encoder2", "decoder0", "decoder1"})
-      EXPECT_LE(std::abs(row_error_percent(r.out, block)), 1.0) << block << "\n" << r.out;
+      EXPECT_LE(std::abs(test::row_error_percent(r.out, block)), 1.0) << block << "\n" << r.out;
     for (const char* part : {"parameters", "optimizer state", "batch"})
-      EXPECT_EQ(row_error_percent(r.out, part), 0.0) << part << "\n" << r.out;
+      EXPECT_EQ(test::row_error_percent(r.out, part), 0.0) << part << "\n" << r.out;
   }
 }
 

@@ -109,16 +109,6 @@ TEST(ResEncUNet, InitialisesAsNnUNet) {
   EXPECT_NEAR(w.std().item<double>(), std::sqrt(2.0 / 1.0001) / std::sqrt(8.0 * 27.0), 0.01);
 }
 
-// The error column (percent) of `voxfit models --memory --measure`'s row named `component`.
-double row_error_percent(const std::string& out, const std::string& component) {
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("  " + component + " ", 0) != 0) continue;
-    return std::strtod(line.substr(line.find_last_of(' ') + 1).c_str(), nullptr);
-  }
-  ADD_FAILURE() << "no row '" << component << "' in\n" << out;
-  return 1e9;
-}
 
 // The network's own activation rule (saved_activations) against a real CPU step: every block's
 // saved activations within 1% (measured: exact), the peak within 10% at one thread (measured: +1.7%).
@@ -128,9 +118,9 @@ TEST(ResEncUNet, PredictedMemoryMatchesARealStepOnTheCpu) {
       "--measure --device cpu --threads 1 --optimizer sgd");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* block : {"stem", "encoder0", "encoder1", "encoder2", "encoder3", "decoder0", "decoder1", "decoder2"})
-    EXPECT_LE(std::abs(row_error_percent(r.out, block)), 1.0) << block << "\n" << r.out;
-  EXPECT_LE(std::abs(row_error_percent(r.out, "activations (all blocks)")), 1.0) << r.out;
-  EXPECT_LE(std::abs(row_error_percent(r.out, "peak")), 10.0) << r.out;
+    EXPECT_LE(std::abs(test::row_error_percent(r.out, block)), 1.0) << block << "\n" << r.out;
+  EXPECT_LE(std::abs(test::row_error_percent(r.out, "activations (all blocks)")), 1.0) << r.out;
+  EXPECT_LE(std::abs(test::row_error_percent(r.out, "peak")), 10.0) << r.out;
 }
 
 }  // namespace

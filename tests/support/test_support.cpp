@@ -75,4 +75,16 @@ RunResult run_voxfit(const std::string& args) {
   return r;
 }
 
+double row_error_percent(const std::string& out, const std::string& component) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  " + component + " ", 0) != 0) continue;
+    const std::string last = line.substr(line.find_last_of(' ') + 1);
+    EXPECT_EQ(last.back(), '%') << line;
+    return std::strtod(last.c_str(), nullptr);
+  }
+  ADD_FAILURE() << "no row '" << component << "' in\n" << out;
+  return 1e9;
+}
+
 }  // namespace voxfit::test

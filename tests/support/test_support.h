@@ -63,4 +63,8 @@ fs::path ct_dataset_manifest();
 /// Runs `voxfit ARGS` through the shell (ARGS already quoted as needed) and captures its output.
 RunResult run_voxfit(const std::string& args);
 
+/// The error column (percent) of the row named `component` in `voxfit models --memory --measure`'s
+/// table; fails the test if there is no such row.
+double row_error_percent(const std::string& out, const std::string& component);
+
 }  // namespace voxfit::test

@@ -10,6 +10,7 @@
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
 
+#include "../activation_rules.h"
 #include "../monai_naming.h"
 #include "../registry_support.h"
 
@@ -172,6 +173,83 @@ std::vector<std::vector<int64_t>> MedNeXtImpl::output_shapes(const std::vector<i
     for (int64_t level = 1; level <= kLevels; ++level)
       shapes.push_back({in[0], options_.num_classes(), in[2] >> level, in[3] >> level, in[4] >> level});
   return shapes;
+}
+
+// What the training forward keeps, by memory_estimate.h's rules. A block: the depthwise conv keeps
+// its input (the previous block's output, counted where it was made); GroupNorm keeps the conv's
+// output (under autocast its float32 cast: autocast runs group_norm in float32) and a mean and rstd
+// per channel; the 1x1 expansion keeps the norm's output (under autocast its cast back); GELU keeps
+// its input and the 1x1 compression GELU's output; the block's output (the residual add's) stays
+// for the next block. A down block's strided 1x1 residual conv reads the input already kept; an up
+// block's paths are (2n-1)^3 before the zero pad. Checkpointed levels keep only their output.
+std::optional<ActivationEstimate> MedNeXtImpl::saved_activations(const std::vector<int64_t>& shape, c10::ScalarType c,
+                                                                 const KernelPaths& paths,
+                                                                 std::optional<CheckpointMode> recompute) const {
+  using namespace rules;
+  const bool main = checkpoints(recompute.value_or(options_.checkpoint()), true);
+  const auto& o = options_;
+  const int64_t k3 = o.kernel_size() * o.kernel_size() * o.kernel_size(), classes = o.num_classes();
+  const int64_t v_in = shape[2] * shape[3] * shape[4];
+  const auto voxels = [&](int64_t level) { return v_in >> (3 * level); };
+  const auto up_voxels = [&](int64_t level) {  // a transposed conv's output at `level`, before the pad
+    return ((shape[2] >> level) - 1) * ((shape[3] >> level) - 1) * ((shape[4] >> level) - 1);
+  };
+  Tally t(c, shape[0], paths);
+  // One block's body from the depthwise conv's output on: `ch` channels at `v` voxels, expanded
+  // `e` times, compressed to `out`; its output (after the residual) stays.
+  const auto body = [&](int64_t ch, int64_t v, int64_t e, int64_t out) {
+    t.keep(ch * v, t.autocast() ? c10::kFloat : c);  // GroupNorm's input
+    t.keep(2 * ch, c10::kFloat);                       // its mean and rstd
+    t.matmul_layer(ch * e * ch + e * ch, ch * v, c10::kFloat);
+    if (!t.autocast()) t.keep(ch * v, c);  // the norm's output, read by the expansion
+    t.keep(2 * e * ch * v, c);             // GELU's input and output
+    t.matmul_layer(e * ch * out + out, e * ch * v, c);
+  };
+  const auto block = [&](int64_t ch, int64_t v, int64_t e) {
+    t.matmul_layer(ch * k3 + ch, ch * v, c);
+    body(ch, v, e, ch);
+    t.keep(ch * v, c);
+  };
+  const auto level = [&](int64_t blocks, int64_t ch, int64_t v, int64_t e) {
+    if (main && blocks > 0) {
+      t.keep(ch * v, c);
+      return;
+    }
+    for (int64_t b = 0; b < blocks; ++b) block(ch, v, e);
+  };
+  const auto ch = [&](int64_t level) { return o.init_filters() << level; };
+  t.block("stem");
+  t.matmul_layer(o.in_channels() * ch(0) + ch(0), o.in_channels() * v_in, c10::kFloat);
+  t.keep(ch(0) * v_in, c);
+  for (int64_t i = 0; i < kLevels; ++i) {
+    t.block("encoder" + std::to_string(i));
+    level(o.blocks_down()[i], ch(i), voxels(i), o.encoder_expansion()[i]);
+    t.matmul_layer(ch(i) * k3 + ch(i), ch(i) * voxels(i), c);  // the strided depthwise conv
+    body(ch(i), voxels(i + 1), o.encoder_expansion()[i], ch(i + 1));
+    t.matmul_layer(ch(i) * ch(i + 1) + ch(i + 1), ch(i) * voxels(i), c);  // the strided residual conv
+    t.keep(ch(i + 1) * voxels(i + 1), c);
+  }
+  t.block("bottleneck");
+  level(o.blocks_bottleneck(), ch(kLevels), voxels(kLevels), o.bottleneck_expansion());
+  const bool heads = o.deep_supervision();
+  for (int64_t i = 0; i < kLevels; ++i) {
+    const int64_t in = ch(kLevels - i), out = ch(kLevels - 1 - i), e = o.decoder_expansion()[i];
+    const int64_t v = voxels(kLevels - 1 - i);
+    t.block("decoder" + std::to_string(i));
+    if (heads) {
+      t.matmul_layer(in * classes + classes, in * voxels(kLevels - i), c);
+      t.output(classes * voxels(kLevels - i), c);
+    }
+    t.matmul_layer(in * k3 + in, in * voxels(kLevels - i), c);  // the transposed depthwise conv
+    body(in, up_voxels(kLevels - 1 - i), e, out);
+    t.matmul_layer(in * out + out, in * voxels(kLevels - i), c);  // the transposed residual conv
+    t.keep(out * v, c);  // the skip's sum, the first block's input
+    level(o.blocks_up()[i], out, v, e);
+  }
+  t.block("out");
+  t.matmul_layer(ch(0) * classes + classes, ch(0) * v_in, c);
+  t.output(classes * v_in, c);
+  return t.finish();
 }
 
 namespace {

@@ -64,6 +64,9 @@ class MedNeXtImpl : public NetworkImpl {
   TaskKind task() const override { return TaskKind::kSegmentation3d; }
   void check_input(const std::vector<int64_t>& shape) const override;
   std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
+  std::optional<ActivationEstimate> saved_activations(const std::vector<int64_t>& input_shape, c10::ScalarType compute,
+                                                      const KernelPaths& paths,
+                                                      std::optional<CheckpointMode> recompute) const override;
   const MedNeXtOptions& options() const { return options_; }
 
  private:
