@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Reference outputs of MONAI 1.5's SegResNetDS for tests/models/test_segresnet_ds.cpp.
+
+Builds monai.networks.nets.SegResNetDS at a small width, fills every parameter by the closed
+formula of make_resenc_unet.py (the C++ test fills voxfit's network by the same one, by parameter
+name), runs a closed-formula input through it (16 x 32 x 32) in training (deep supervision:
+highest resolution first; batch norm updates its running statistics) and then in eval, and writes
+the outputs. Two configurations: instance norm with dsdepth 3 (Auto3DSeg's shape), batch norm
+with dsdepth 1 (SegResNetDS's own defaults).
+  PYTHONPATH=../shared/peers python3 tests/models/reference/make_segresnet_ds.py
+Writes segresnet_ds_<name>.json (config, shapes, offsets) and .bin (float32, little-endian) beside itself.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_resenc_unet import fill  # noqa: E402  (the shared closed formula)
+from monai.networks.nets import SegResNetDS  # noqa: E402
+
+CONFIGS = {
+    "instance_ds": dict(init_filters=4, blocks_down=[1, 2, 2, 1], norm="instance_affine", dsdepth=3, classes=3),
+    "batch": dict(init_filters=4, blocks_down=[1, 2, 1], norm="batch", dsdepth=1, classes=2),
+}
+
+
+def make(name, c):
+    net = SegResNetDS(spatial_dims=3, init_filters=c["init_filters"], in_channels=1, out_channels=c["classes"],
+                      norm="BATCH" if c["norm"] == "batch" else "INSTANCE", blocks_down=tuple(c["blocks_down"]),
+                      dsdepth=c["dsdepth"])
+    with torch.no_grad():
+        for pname, p in net.named_parameters():
+            p.copy_(fill(pname, tuple(p.shape)))
+    shape = (2, 1, 16, 32, 32)
+    x = torch.from_numpy(np.sin(0.013 * np.arange(int(np.prod(shape)), dtype=np.float64))
+                         .reshape(shape).astype(np.float32))
+    net.train()
+    with torch.no_grad():
+        train_outs = net(x)
+    train_outs = list(train_outs) if isinstance(train_outs, (list, tuple)) else [train_outs]
+    net.eval()
+    with torch.no_grad():
+        eval_out = net(x)
+    blobs, entries, offset = [], [], 0
+    for key, t in [(f"train_{i}", o) for i, o in enumerate(train_outs)] + [("eval_0", eval_out)]:
+        a = t.numpy().astype("<f4")
+        entries.append({"name": key, "shape": list(a.shape), "offset": offset})
+        blobs.append(a.tobytes())
+        offset += a.nbytes
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, f"segresnet_ds_{name}.bin"), "wb") as f:
+        f.write(b"".join(blobs))
+    with open(os.path.join(here, f"segresnet_ds_{name}.json"), "w") as f:
+        json.dump({"config": c, "parameters": sum(p.numel() for p in net.parameters()), "outputs": entries,
+                   "made_by": f"MONAI SegResNetDS, torch {torch.__version__}"}, f, indent=1)
+    print(name, [e["shape"] for e in entries])
+
+
+if __name__ == "__main__":
+    for name, c in CONFIGS.items():
+        make(name, c)
