@@ -5,6 +5,7 @@
 
 #include <map>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,12 +38,23 @@ inline std::vector<SmallNet> small_nets() {
       // input); stage 3 shifts along one axis only, where the window did not shrink.
       {"swin_unetr", {{"feature_size", "12"}, {"use_v2", "true"}}, {64, 32, 32}, 1, 3},
       {"resnet50", {{"blocks_per_stage", "1,1,1,1"}, {"zero_init_last", "false"}}, {64, 64}, 3, 5},
+      // Anisotropic: pools the short axis one stage less (nnU-Net's rules).
+      {"resenc_unet", {{"base_features", "4"}, {"max_features", "16"}}, {16, 32, 32}, 1, 3},
+      {"mednext_s", {{"init_filters", "4"}, {"deep_supervision", "true"}}, {16, 32, 32}, 1, 3},
+      {"segresnet_ds", {{"init_filters", "4"}, {"blocks_down", "1,2,1"}}, {16, 32, 32}, 1, 3},
       {"vit_base_patch16_224",
        {{"hidden_size", "32"}, {"mlp_dim", "64"}, {"num_heads", "4"}, {"num_layers", "2"}},
        {32, 48},
        3,
        5},
   };
+}
+
+/// small_nets()'s setting of `model`.
+inline SmallNet small_net(const std::string& model) {
+  for (const auto& n : small_nets())
+    if (n.model == model) return n;
+  throw std::invalid_argument("small_nets() has no " + model);
 }
 
 inline models::ModelContext context_of(const SmallNet& n) {

@@ -46,13 +46,11 @@ TEST_P(NetworkShapes, ForwardAndOutputShapesAgree) {
   EXPECT_TRUE(torch::isfinite(out[0]).all().item<bool>());
 }
 
-const auto nets = test::small_nets();
-
 INSTANTIATE_TEST_SUITE_P(
     Small, NetworkShapes,
     ::testing::Values(
         ShapeCase{"unet3d_deep_supervision",
-                  nets[0],
+                  test::small_net("unet3d"),
                   2,
                   {{2, 3, 16, 32, 16}, {2, 3, 8, 16, 8}, {2, 3, 4, 8, 4}},
                   {{2, 3, 16, 32, 16}}},
@@ -62,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(
             1,
             {{1, 2, 8, 8, 12}},
             {{1, 2, 8, 8, 12}}},
-        ShapeCase{"unetr_anisotropic", nets[1], 2, {{2, 3, 32, 32, 16}}, {{2, 3, 32, 32, 16}}},
+        ShapeCase{"unetr_anisotropic", test::small_net("unetr"), 2, {{2, 3, 32, 32, 16}}, {{2, 3, 32, 32, 16}}},
         ShapeCase{"swin_unetr_12_at_64",
                   {"swin_unetr", {{"feature_size", "12"}}, {64, 64, 64}, 1, 3},
                   1,
@@ -78,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(
                   2,
                   {{2, 5}},
                   {{2, 5}}},
-        ShapeCase{"vit", nets[4], 2, {{2, 5}}, {{2, 5}}}),
+        ShapeCase{"vit", test::small_net("vit_base_patch16_224"), 2, {{2, 5}}, {{2, 5}}}),
     [](const auto& info) { return info.param.label; });
 
 // The message of the ModelError `f` throws ("" if none).
@@ -122,7 +120,7 @@ TEST(ShapeErrors, UnetrPatchNotDivisibleBy16) {
 }
 
 TEST(ShapeErrors, UnetrInputOtherThanItsPositionEmbeddingGrid) {
-  const test::SmallNet small = test::small_nets()[1];
+  const test::SmallNet small = test::small_net("unetr");
   const Network net = make_model("unetr", test::context_of(small));
   const auto msg = model_error([&] { net->forward(torch::zeros({1, 1, 32, 32, 32})); });
   EXPECT_NE(msg.find("expected [32, 32, 16]"), std::string::npos) << msg;
@@ -143,7 +141,7 @@ TEST(ShapeErrors, WrongChannelCount) {
 }
 
 TEST(ShapeErrors, WrongRankAndWrongPatchDimensions) {
-  const test::SmallNet small = test::small_nets()[0];
+  const test::SmallNet small = test::small_net("unet3d");
   const Network net = make_model(small.model, test::context_of(small));
   const auto msg = model_error([&] { net->forward(torch::zeros({1, 2, 16, 32})); });
   EXPECT_NE(msg.find("[B, C, D, H, W]"), std::string::npos) << msg;
