@@ -6,6 +6,7 @@
 
 #include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
+#include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
 #include "voxfit/models/shape_checks.h"
@@ -46,7 +47,17 @@ MedNeXtBlockImpl::MedNeXtBlockImpl(int64_t in, int64_t out, int64_t expansion, i
 
 torch::Tensor MedNeXtBlockImpl::forward(const torch::Tensor& x) {
   auto y = stride_ == -2 ? up_conv1_(x) : conv1_(x);
-  y = conv3_(torch::gelu(conv2_(norm_(y))));
+  // GroupNorm with a group per channel is an affine instance norm: on the fused path it runs as
+  // kernels::instance_norm_act in the input's dtype, where autocast runs ATen's group_norm in
+  // float32 between two casts.
+  if (kernels::fused_instance_norm_applies(y, norm_->weight, {})) {
+    kernels::NormActSpec spec;
+    spec.eps = norm_->options.eps();
+    y = kernels::instance_norm_act(y, norm_->weight, norm_->bias, {}, spec);
+  } else {
+    y = norm_(y);
+  }
+  y = conv3_(torch::gelu(conv2_(y)));
   if (stride_ == 1) return x + y;
   if (stride_ == 2) return y + res_conv_(x);
   // Up: each path is 2n - 1 long; one zero in front of every axis makes it 2n (MONAI's F.pad).
@@ -178,7 +189,8 @@ std::vector<std::vector<int64_t>> MedNeXtImpl::output_shapes(const std::vector<i
 // What the training forward keeps, by memory_estimate.h's rules. A block: the depthwise conv keeps
 // its input (the previous block's output, counted where it was made); GroupNorm keeps the conv's
 // output (under autocast its float32 cast: autocast runs group_norm in float32) and a mean and rstd
-// per channel; the 1x1 expansion keeps the norm's output (under autocast its cast back); GELU keeps
+// per channel, the fused instance norm that replaces it on CUDA the output as it is and the rule's
+// statistics; the 1x1 expansion keeps the norm's output (under autocast its cast back); GELU keeps
 // its input and the 1x1 compression GELU's output; the block's output (the residual add's) stays
 // for the next block. A down block's strided 1x1 residual conv reads the input already kept; an up
 // block's paths are (2n-1)^3 before the zero pad. Checkpointed levels keep only their output.
@@ -198,11 +210,18 @@ std::optional<ActivationEstimate> MedNeXtImpl::saved_activations(const std::vect
   // One block's body from the depthwise conv's output on: `ch` channels at `v` voxels, expanded
   // `e` times, compressed to `out`; its output (after the residual) stays.
   const auto body = [&](int64_t ch, int64_t v, int64_t e, int64_t out) {
-    t.keep(ch * v, t.autocast() ? c10::kFloat : c);  // GroupNorm's input
-    t.keep(2 * ch, c10::kFloat);                       // its mean and rstd
-    t.matmul_layer(ch * e * ch + e * ch, ch * v, c10::kFloat);
-    if (!t.autocast()) t.keep(ch * v, c);  // the norm's output, read by the expansion
-    t.keep(2 * e * ch * v, c);             // GELU's input and output
+    if (paths.fused_kernels) {  // kernels::instance_norm_act: keeps its input, in the compute dtype
+      t.keep(ch * v, c);
+      t.instance_norm(ch, true);
+      t.matmul_layer(ch * e * ch + e * ch, ch * v, c);
+      t.keep(ch * v, c);  // the norm's output, read by the expansion
+    } else {
+      t.keep(ch * v, t.autocast() ? c10::kFloat : c);  // GroupNorm's input
+      t.keep(2 * ch, c10::kFloat);                       // its mean and rstd
+      t.matmul_layer(ch * e * ch + e * ch, ch * v, c10::kFloat);
+      if (!t.autocast()) t.keep(ch * v, c);  // the norm's output, read by the expansion
+    }
+    t.keep(2 * e * ch * v, c);  // GELU's input and output
     t.matmul_layer(e * ch * out + out, e * ch * v, c);
   };
   const auto block = [&](int64_t ch, int64_t v, int64_t e) {
