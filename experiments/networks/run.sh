@@ -2,10 +2,13 @@
 # Issue 47 on the GPU machine, one device call: the new networks' training speed beside
 # `peer_seg.py --fast` (torch.compile reduce-overhead + fused AdamW + channels-last) in the same
 # call, and voxfit's exact largest batch under the card budgets. Real CT (tests/volumes), fp16.
-#   NETS    "voxfit_model:peer_model:patch ..." (default "resenc_unet:resenc:128")
+#   NETS    "voxfit_model:peer_model:patch[:voxfit+args] ..." (default "resenc_unet:resenc:128"); the
+#           fourth field, '+' for spaces, goes to voxfit's speed run only (the peer's settings)
 #   PHASES  default "build checks speed peers maxbatch"
 #   BUDGETS the maxbatch phase's budgets (default rtx3090,a40)
 #   CHECKS  the GPU tests of the checks phase, "binary:gtest_filter ..." (default the ResEnc tests)
+#   MEMORY  "model:patch:batch[:args] ..." for the memory phase: `voxfit models --memory --measure`,
+#           the predicted breakdown beside the measured one (not in the defaults)
 #   CURVES  "model:patch ..." for the curve phase: STEPS (500) steps from one seed, fused kernels
 #           and then --kernels aten; loss every 50 steps, validation Dice every 100 (not in the defaults)
 # Speed and peers run for every net first; then the max-batch sweeps share the time left.
@@ -27,7 +30,8 @@ stamp() {
 }
 if has build || [ ! -x build-cuda/voxfit ]; then
   stamp build
-  OUT=$logs bash tools/device-build.sh --no-tests || exit 1
+  # voxfit alone: the checks phase builds its test binaries itself.
+  OUT=$logs VOXFIT_BUILD_TARGETS=${VOXFIT_BUILD_TARGETS:-voxfit} bash tools/device-build.sh --no-tests || exit 1
 fi
 # shellcheck source=experiments/common.sh
 source experiments/common.sh
@@ -46,23 +50,34 @@ echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), tor
 
 nets=(${NETS:-resenc_unet:resenc:128})
 for net in "${nets[@]}"; do
-  IFS=: read -r m pm patch <<<"$net"
+  IFS=: read -r m pm patch extra <<<"$net"
   if has speed; then
-    stamp "voxfit $m $patch batch 2"
+    stamp "voxfit $m $patch batch 2 ${extra:-}"
     run=$work/speed_$m
     rm -rf "$run"
+    # shellcheck disable=SC2086  # the extra arguments split on purpose
     "$vf" train --dataset "$cache" --model "$m" --patch "$patch" --batch 2 --precision fp16 --optimizer adamw --lr 1e-4 \
-      --deep-supervision false --steps 60 --log-every 10 --loader-threads 12 --output "$run" \
-      >"$logs/voxfit_${m}_speed.log" 2>&1 || tail -3 "$logs/voxfit_${m}_speed.log"
-    echo "voxfit $m $patch^3 batch 2: $(grep '^trained ' "$logs/voxfit_${m}_speed.log")" >>"$summary"
+      --deep-supervision false --steps 60 --log-every 10 --loader-threads 12 --output "$run" ${extra//+/ } \
+      >"$logs/voxfit_${m}${extra//[^a-z0-9]/_}_speed.log" 2>&1 || tail -3 "$logs/voxfit_${m}${extra//[^a-z0-9]/_}_speed.log"
+    echo "voxfit $m $patch^3 batch 2 ${extra//+/ }: $(grep '^trained ' "$logs/voxfit_${m}${extra//[^a-z0-9]/_}_speed.log")" >>"$summary"
   fi
-  if has peers; then
+  if has peers && [ "$pm" != - ]; then
     stamp "peer $pm $patch --fast"
     PYTHONPATH=$PWD/.shared-data/peers timeout 360 python3 .shared-data/peers/peer_seg.py --model "$pm" --patch "$patch" \
       --batches 2 --no-search --fast --steps 20 --warmup 5 >"$logs/peer_${pm}_fast.log" 2>&1
     echo "peer $pm $patch^3 --fast: $(grep -E '^\{' "$logs/peer_${pm}_fast.log" | tail -2 | tr '\n' ' ')" >>"$summary"
   fi
 done
+if has memory; then  # the prediction beside a measured step, per network and batch
+  for c in ${MEMORY:-}; do
+    IFS=: read -r m patch b extra <<<"$c"
+    stamp "memory $m $patch batch $b ${extra:-}"
+    # shellcheck disable=SC2086
+    "$vf" models --model "$m" --patch "$patch" --batch "$b" --memory --precision fp16 --measure --device cuda ${extra//+/ } \
+      >"$logs/memory_${m}_b$b.log" 2>&1 || tail -3 "$logs/memory_${m}_b$b.log"
+    { echo "memory $m $patch^3 batch $b ${extra//+/ }:"; grep -E "^  (activations|workspace|peak) " "$logs/memory_${m}_b$b.log"; } >>"$summary"
+  done
+fi
 if has curve; then  # the same seed, fused kernels and then ATen's
   for c in ${CURVES:-}; do
     IFS=: read -r m patch <<<"$c"
@@ -79,7 +94,8 @@ if has curve; then  # the same seed, fused kernels and then ATen's
 fi
 if has maxbatch; then
   for i in "${!nets[@]}"; do
-    IFS=: read -r m pm patch <<<"${nets[$i]}"
+    IFS=: read -r m pm patch _ <<<"${nets[$i]}"
+    [ "$pm" = - ] && continue
     stamp "voxfit $m $patch max batch"
     # The time left (LIMIT_S, default 590 s) shared by the sweeps left: one cut off keeps its journal.
     left=$(((${LIMIT_S:-590} - ($(date +%s) - start)) / (${#nets[@]} - i)))
