@@ -157,7 +157,6 @@ std::optional<ActivationEstimate> SwinUNETRImpl::saved_activations(const std::ve
                                                                    std::optional<CheckpointMode> recompute) const {
   using namespace rules;
   const auto& o = options_;
-  if (o.use_v2()) return std::nullopt;
   const CheckpointMode mode = recompute.value_or(o.checkpoint());
   Tally t(c, shape[0], paths);
   const ScalarType f32 = c10::kFloat;
@@ -188,7 +187,14 @@ std::optional<ActivationEstimate> SwinUNETRImpl::saved_activations(const std::ve
   std::vector<ScalarType> dtypes = {hidden(f * at(1), f, false)};
   for (std::size_t s = 0; s < 4; ++s) {
     const std::int64_t dim = f << s;
-    if (s > 0) t.keep(dim * at(1 + static_cast<int>(s)), c);  // the stage's contiguous input
+    const std::int64_t v = at(1 + static_cast<int>(s));
+    if (s > 0) t.keep(dim * v, c);  // the stage's contiguous input
+    if (o.use_v2()) {  // v2's residual conv block before the stage: its output is the stage's input
+      if (rest)
+        t.keep(dim * v, c);
+      else
+        unet_block(t, dim, dim, v, c, true);
+    }
     const std::int64_t side = 1 + static_cast<std::int64_t>(s);
     const Size3 size = {shape[2] >> side, shape[3] >> side, shape[4] >> side};
     swin_stage(t, o, s, size, dim, main, rest);

@@ -49,7 +49,6 @@ class SwinUNETRImpl : public NetworkImpl {
   TaskKind task() const override { return TaskKind::kSegmentation3d; }
   void check_input(const std::vector<int64_t>& shape) const override;
   std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& input_shape) override;
-  /// No analytic model with use_v2 (nullopt).
   std::optional<ActivationEstimate> saved_activations(const std::vector<int64_t>& input_shape, c10::ScalarType compute,
                                                       const KernelPaths& paths,
                                                       std::optional<CheckpointMode> recompute) const override;
