@@ -9,6 +9,8 @@
 #   CHECKS  the GPU tests of the checks phase, "binary:gtest_filter ..." (default the ResEnc tests)
 #   MEMORY  "model:patch:batch[:args] ..." for the memory phase: `voxfit models --memory --measure`,
 #           the predicted breakdown beside the measured one (not in the defaults)
+#   PROFILE "model:patch:peer ..." for the profile phase: where a batch-2 fp16 training step's time
+#           goes, voxfit's (`cards profile`) beside the peer's (speed-vs-compile/peer-profile.py)
 #   CURVES  "model:patch ..." for the curve phase: STEPS (500) steps from one seed, fused kernels
 #           and then --kernels aten; loss every 50 steps, validation Dice every 100 (not in the defaults)
 # Speed and peers run for every net first; then the max-batch sweeps share the time left.
@@ -76,6 +78,19 @@ if has memory; then  # the prediction beside a measured step, per network and ba
     "$vf" models --model "$m" --patch "$patch" --batch "$b" --memory --precision fp16 --measure --device cuda ${extra//+/ } \
       >"$logs/memory_${m}_b$b.log" 2>&1 || tail -3 "$logs/memory_${m}_b$b.log"
     { echo "memory $m $patch^3 batch $b ${extra//+/ }:"; grep -E "^  (activations|workspace|peak) " "$logs/memory_${m}_b$b.log"; } >>"$summary"
+  done
+fi
+if has profile; then
+  for c in ${PROFILE:-}; do
+    IFS=: read -r m patch pm <<<"$c"
+    stamp "profile $m $patch"
+    "$vf" cards profile --model "$m" --train --batch 2 --patch "$patch" --precision fp16 \
+      --output "$logs/profile_$m.json" >"$logs/profile_$m.log" 2>&1 || tail -3 "$logs/profile_$m.log"
+    { echo "profile $m $patch^3 batch 2:"; python3 experiments/profile-summary.py --top 14 "$logs/profile_$m.json"; } \
+      >>"$summary" 2>&1
+    stamp "peer profile $pm $patch"
+    PYTHONPATH=$PWD/.shared-data/peers timeout 300 python3 experiments/speed-vs-compile/peer-profile.py "$pm" \
+      --patch "$patch" --top 14 >>"$summary" 2>"$logs/peer_profile_$pm.log" || tail -3 "$logs/peer_profile_$pm.log"
   done
 fi
 if has curve; then  # the same seed, fused kernels and then ATen's
