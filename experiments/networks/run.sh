@@ -9,7 +9,7 @@
 #   CHECKS  the GPU tests of the checks phase, "binary:gtest_filter ..." (default the ResEnc tests)
 #   MEMORY  "model:patch:batch[:args] ..." for the memory phase: `voxfit models --memory --measure`,
 #           the predicted breakdown beside the measured one (not in the defaults)
-#   PROFILE "model:patch:peer ..." for the profile phase: where a batch-2 fp16 training step's time
+#   PROFILE "model:patch[:peer] ..." for the profile phase: where a batch-2 fp16 training step's time
 #           goes, voxfit's (`cards profile`) beside the peer's (speed-vs-compile/peer-profile.py)
 #   CURVES  "model:patch ..." for the curve phase: STEPS (500) steps from one seed, fused kernels
 #           and then --kernels aten; loss every 50 steps, validation Dice every 100 (not in the defaults)
@@ -88,6 +88,7 @@ if has profile; then
       --output "$logs/profile_$m.json" >"$logs/profile_$m.log" 2>&1 || tail -3 "$logs/profile_$m.log"
     { echo "profile $m $patch^3 batch 2:"; python3 experiments/profile-summary.py --top 14 "$logs/profile_$m.json"; } \
       >>"$summary" 2>&1
+    [ "${pm:--}" = - ] && continue
     stamp "peer profile $pm $patch"
     PYTHONPATH=$PWD/.shared-data/peers timeout 300 python3 experiments/speed-vs-compile/peer-profile.py "$pm" \
       --patch "$patch" --top 14 >>"$summary" 2>"$logs/peer_profile_$pm.log" || tail -3 "$logs/peer_profile_$pm.log"
