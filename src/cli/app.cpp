@@ -27,6 +27,7 @@ const CommandEntry kCommands[] = {
     {"predict", "segment volumes with a trained checkpoint", cmd_predict},
     {"export", "a checkpoint's weights as a PyTorch state dict (MONAI names for UNETR/SwinUNETR)", cmd_export},
     {"sweep", "largest batch and throughput per model, patch, precision and budget", cmd_sweep},
+    {"plan", "the largest patch and batch per budget, planned as nnU-Net plans, decided by training", cmd_plan},
     {"bench", "the ResNet50 / ViT reference benchmark (3090 / A40 protocol)", cmd_bench},
     {"cards", "the GPU table; predicted batch and speed on cards you do not have", cmd_cards},
 };

@@ -37,18 +37,6 @@ std::vector<std::string> split_list(const std::string& text, char sep = ',') {
   return out;
 }
 
-// "rtx3090,a40,80GiB": card ids or sizes.
-std::vector<memory::BudgetSpec> parse_budgets(const std::string& text) {
-  const auto table = memory::load_card_table(card_table_path());
-  std::vector<memory::BudgetSpec> out;
-  for (const auto& item : split_list(text)) {
-    const bool size = !item.empty() && (std::isdigit(static_cast<unsigned char>(item[0])) || item[0] == '.');
-    out.push_back(size ? memory::parse_budget(item, "", table) : memory::parse_budget("", item, table));
-  }
-  if (out.empty()) throw ConfigError("--budgets: give card ids or sizes, e.g. rtx3090,a40 or 24GiB,48GiB");
-  return out;
-}
-
 // "I/N" of --shard.
 std::pair<std::size_t, std::size_t> parse_shard(const std::string& text) {
   const auto slash = text.find('/');

@@ -1,5 +1,6 @@
 #include "voxfit/cli/train_options.h"
 
+#include <cctype>
 #include <iostream>
 #include <sstream>
 
@@ -54,6 +55,21 @@ memory::BudgetSpec budget_from(const po::variables_map& vm) {
   const std::string card = vm.count("card") ? vm["card"].as<std::string>() : "";
   if (vram.empty() && card.empty()) return {};
   return memory::parse_budget(vram, card, memory::load_card_table(card_table_path()));
+}
+
+std::vector<memory::BudgetSpec> parse_budgets(const std::string& text) {
+  const auto table = memory::load_card_table(card_table_path());
+  std::vector<memory::BudgetSpec> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b == std::string::npos) continue;
+    item = item.substr(b, e - b + 1);
+    const bool size = std::isdigit(static_cast<unsigned char>(item[0])) || item[0] == '.';
+    out.push_back(size ? memory::parse_budget(item, "", table) : memory::parse_budget("", item, table));
+  }
+  if (out.empty()) throw ConfigError("--budgets: give card ids or sizes, e.g. rtx3090,a40 or 24GiB,48GiB");
+  return out;
 }
 
 namespace {

@@ -60,11 +60,12 @@ fs::path prepared_ct_cache() {
   return cache;
 }
 
-RunResult run_voxfit(const std::string& args) {
+RunResult run_voxfit(const std::string& args) { return run_command("'" + voxfit_binary().string() + "' " + args); }
+
+RunResult run_command(const std::string& command) {
   const fs::path base = fs::temp_directory_path() / ("voxfit_run_" + std::to_string(::getpid()));
   const fs::path out = base.string() + ".out", err = base.string() + ".err";
-  const std::string cmd =
-      "'" + voxfit_binary().string() + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+  const std::string cmd = command + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -85,6 +86,16 @@ double row_error_percent(const std::string& out, const std::string& component) {
   }
   ADD_FAILURE() << "no row '" << component << "' in\n" << out;
   return 1e9;
+}
+
+std::optional<std::string> python_with(const std::string& modules) {
+  std::string path = (source_dir() / ".shared-data" / "peers").string() + ":" +
+                     (source_dir().parent_path() / "shared" / "peers").string();
+  if (const char* env = std::getenv("PYTHONPATH")) path += std::string(":") + env;
+  const char* chosen = std::getenv("VOXFIT_PYTHON");
+  const std::string prefix = "PYTHONPATH='" + path + "' " + (chosen && *chosen ? chosen : "python3");
+  if (std::system((prefix + " -c 'import " + modules + "' >/dev/null 2>&1").c_str()) != 0) return std::nullopt;
+  return prefix;
 }
 
 }  // namespace voxfit::test

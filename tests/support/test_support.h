@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "voxfit/core/atomic_file.h"
@@ -62,6 +63,13 @@ fs::path ct_dataset_manifest();
 
 /// Runs `voxfit ARGS` through the shell (ARGS already quoted as needed) and captures its output.
 RunResult run_voxfit(const std::string& args);
+/// Runs a shell command line and captures its output.
+RunResult run_command(const std::string& command);
+
+/// A shell prefix running a Python that imports `modules` ("torch, dynamic_network_architectures"):
+/// $VOXFIT_PYTHON or python3, with the staged peers (.shared-data/peers) and ../shared/peers on its
+/// PYTHONPATH; nullopt where none does (the Python cross-checks are then skipped).
+std::optional<std::string> python_with(const std::string& modules);
 
 /// The error column (percent) of the row named `component` in `voxfit models --memory --measure`'s
 /// table; fails the test if there is no such row.

@@ -15,6 +15,7 @@ int cmd_train(const Args& args);
 int cmd_predict(const Args& args);
 int cmd_export(const Args& args);
 int cmd_sweep(const Args& args);
+int cmd_plan(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_cards(const Args& args);
 

@@ -19,6 +19,8 @@ void add_device_options(CommandSpec& spec);
 torch::Device parse_device(const std::string& text, const std::string& what = "--device");
 torch::Device device_from(const po::variables_map& vm);
 memory::BudgetSpec budget_from(const po::variables_map& vm);
+/// --budgets "rtx3090,a40,80GiB": card ids of data/cards.csv or sizes.
+std::vector<memory::BudgetSpec> parse_budgets(const std::string& text);
 
 /// --dataset, --cache, precision/optimiser/schedule/loader/augmentation options.
 void add_training_options(CommandSpec& spec);

@@ -132,6 +132,31 @@ ResEncTopology resenc_plan(const ResEncUNetOptions& o) {
   return t;
 }
 
+int64_t nnunet_feature_map_size(const ResEncTopology& t, int64_t decoder_convs, int64_t classes,
+                                bool deep_supervision) {
+  const size_t n = t.stages();
+  const auto& f = t.features;
+  // The input size of each stage and, after its stride, its output size (nnU-Net's floor division).
+  std::vector<int64_t> voxels;
+  Axes3 size = t.patch;
+  for (size_t s = 0; s < n; ++s) {
+    for (int i = 0; i < 3; ++i) size[i] /= t.strides[s][i];
+    voxels.push_back(size[0] * size[1] * size[2]);
+  }
+  int64_t total = f[0] * voxels[0];  // the stem
+  for (size_t s = 0; s < n; ++s) {
+    const int64_t in = s == 0 ? f[0] : f[s - 1];
+    const bool projects = in != f[s] || t.strides[s] != Axes3{1, 1, 1};
+    total += (2 * t.blocks[s] + (projects ? 1 : 0)) * f[s] * voxels[s];  // conv1 and conv2 per block, the skip
+  }
+  for (size_t d = 0; d + 1 < n; ++d) {
+    const size_t level = n - 2 - d;
+    total += (decoder_convs + 1) * f[level] * voxels[level];  // the stage's convs and the transposed conv
+    if (deep_supervision || d + 2 == n) total += classes * voxels[level];
+  }
+  return total;
+}
+
 ResEncUNetImpl::ResEncUNetImpl(const ResEncUNetOptions& o) : options_(o), topology_(resenc_plan(o)) {
   const size_t n = topology_.stages();
   const auto& f = topology_.features;

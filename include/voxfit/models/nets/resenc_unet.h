@@ -61,6 +61,14 @@ struct ResEncUNetOptions {
 /// and blocks per stage. Throws ModelError for a patch too small to pool or base > max features.
 ResEncTopology resenc_plan(const ResEncUNetOptions& o);
 
+/// nnU-Net's memory proxy for this network (dynamic_network_architectures'
+/// compute_conv_feature_map_size, which nnU-Net's planners compare with their reference value):
+/// the elements of every convolution's output for one sample at the plan's (rounded) patch, the
+/// transposed convolutions' and the segmentation outputs (each stage's with deep supervision, else
+/// the last) included. `t` from resenc_plan.
+int64_t nnunet_feature_map_size(const ResEncTopology& t, int64_t decoder_convs, int64_t classes,
+                                bool deep_supervision);
+
 /// nnU-Net's ConvDropoutNormReLU: conv (per-axis kernel and stride, padding (k-1)/2, bias as given)
 /// -> affine InstanceNorm (eps 1e-5) -> LeakyReLU(0.01) where `act`.
 class ResEncConvImpl : public torch::nn::Module {
