@@ -81,9 +81,12 @@ void apply_augment_set(const po::variables_map& vm, train::TrainOptions& o) {
   bool mirror = all, intensity = all, spatial = all;
   std::stringstream parts(set);
   for (std::string part; !all && set != "none" && std::getline(parts, part, ',');) {
-    if (part == "mirror") mirror = true;
-    else if (part == "intensity") intensity = true;
-    else if (part == "spatial") spatial = true;
+    if (part == "mirror")
+      mirror = true;
+    else if (part == "intensity")
+      intensity = true;
+    else if (part == "spatial")
+      spatial = true;
     else
       throw ConfigError("--augment " + set + ": '" + part +
                         "' is not mirror, intensity or spatial (or all / none on its own)");

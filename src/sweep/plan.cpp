@@ -48,8 +48,8 @@ json topology_json(const ResEncTopology& t) {
     strides.push_back(vec(t.strides[s]));
     kernels.push_back(vec(t.kernels[s]));
   }
-  return {{"stages", t.stages()}, {"strides", strides},       {"kernels", kernels},
-          {"features", t.features}, {"blocks", t.blocks}, {"patch", vec(t.patch)}, {"divisor", vec(t.divisor)}};
+  return {{"stages", t.stages()}, {"strides", strides},    {"kernels", kernels},       {"features", t.features},
+          {"blocks", t.blocks},   {"patch", vec(t.patch)}, {"divisor", vec(t.divisor)}};
 }
 
 ResEncTopology topology_from(const json& j) {
@@ -64,8 +64,12 @@ ResEncTopology topology_from(const json& j) {
 }
 
 json candidate_json(const PlanCandidate& c) {
-  return {{"patch", c.patch},          {"predicted_peak", c.predicted_peak}, {"fits", c.fits},
-          {"peak_reserved", c.peak_reserved}, {"samples_per_s", c.samples_per_s}, {"seconds", c.seconds}};
+  return {{"patch", c.patch},
+          {"predicted_peak", c.predicted_peak},
+          {"fits", c.fits},
+          {"peak_reserved", c.peak_reserved},
+          {"samples_per_s", c.samples_per_s},
+          {"seconds", c.seconds}};
 }
 
 PlanCandidate candidate_from(const json& j) {
@@ -99,7 +103,10 @@ ResEncUNetOptions network_from(const json& j) {
 }  // namespace
 
 json Fingerprint::to_json() const {
-  return {{"spacing", spacing}, {"median_shape", median_shape}, {"cases", cases}, {"channels", channels},
+  return {{"spacing", spacing},
+          {"median_shape", median_shape},
+          {"cases", cases},
+          {"channels", channels},
           {"classes", classes}};
 }
 
@@ -114,7 +121,8 @@ Fingerprint Fingerprint::from_json(const json& j) {
 }
 
 Fingerprint fingerprint_of(const data::Plan& plan) {
-  if (plan.cases.empty()) throw ConfigError(plan.cache_dir.string() + ": the prepared dataset has no cases to plan for");
+  if (plan.cases.empty())
+    throw ConfigError(plan.cache_dir.string() + ": the prepared dataset has no cases to plan for");
   Fingerprint f;
   // The plan's spacing is (x, y, z); its grids are (D, H, W) = (z, y, x).
   for (int i = 0; i < 3; ++i) f.spacing[static_cast<size_t>(i)] = plan.target_spacing[static_cast<size_t>(2 - i)];
@@ -132,8 +140,7 @@ Fingerprint fingerprint_of(const data::Plan& plan) {
 }
 
 const std::vector<NnUNetPreset>& nnunet_presets() {
-  static const std::vector<NnUNetPreset> presets = {
-      {"M", 8, 680e6, 1}, {"L", 24, 2100e6, 1}, {"XL", 40, 3600e6, 1}};
+  static const std::vector<NnUNetPreset> presets = {{"M", 8, 680e6, 1}, {"L", 24, 2100e6, 1}, {"XL", 40, 3600e6, 1}};
   return presets;
 }
 
@@ -166,7 +173,7 @@ std::vector<std::int64_t> nnunet_initial_patch(const Fingerprint& f, const ResEn
 }
 
 std::optional<std::vector<std::int64_t>> nnunet_shrink_step(const std::vector<std::int64_t>& patch,
-                                                           const Fingerprint& f, const ResEncUNetOptions& base) {
+                                                            const Fingerprint& f, const ResEncUNetOptions& base) {
   const ResEncTopology now = resenc_topology_for(patch, f, base);
   // np.argsort(...)[-1]: the largest ratio, the last axis among equals.
   size_t axis = 0;
@@ -228,7 +235,8 @@ NnUNetPlan nnunet_resenc_plan(const Fingerprint& f, const NnUNetPreset& preset, 
     p.estimate = estimate_of(p.topology);
   }
   p.batch_by_memory = round_half_even(preset.reference / static_cast<double>(p.estimate) * kReferenceBatch);
-  const double dataset_voxels = f.median_shape[0] * f.median_shape[1] * f.median_shape[2] * static_cast<double>(f.cases);
+  const double dataset_voxels =
+      f.median_shape[0] * f.median_shape[1] * f.median_shape[2] * static_cast<double>(f.cases);
   p.batch_by_dataset =
       round_half_even(dataset_voxels * preset.max_dataset_covered / static_cast<double>(voxels(p.patch)));
   p.batch = std::max(std::min(p.batch_by_memory, p.batch_by_dataset), kMinBatch);
@@ -351,9 +359,9 @@ class PatchProber {
     try {
       const models::Network net = models::make_model(p.model, p.model_context);
       const bool fused = kernels::kernel_mode() == kernels::KernelMode::kFused && p.device.is_cuda();
-      const auto b = train::predict_step_memory(
-          *net, {batch, p.model_context.in_channels, patch[0], patch[1], patch[2]}, p.step,
-          models::KernelPaths{fused, fused && kernels::lean_decoders()});
+      const auto b =
+          train::predict_step_memory(*net, {batch, p.model_context.in_channels, patch[0], patch[1], patch[2]}, p.step,
+                                     models::KernelPaths{fused, fused && kernels::lean_decoders()});
       return static_cast<std::int64_t>(b.peak_allocated);
     } catch (const UnsupportedError&) {
       return 0;

@@ -78,7 +78,9 @@ std::string plan_svg(const PlanResult& r) {
   double most = 1;
   for (const auto& b : r.budgets) most = std::max(most, static_cast<double>(b.usable_bytes));
   const int row = 54, left = 120, width = 520;
-  const auto x = [&](std::uint64_t bytes) { return left + static_cast<int>(width * static_cast<double>(bytes) / most); };
+  const auto x = [&](std::uint64_t bytes) {
+    return left + static_cast<int>(width * static_cast<double>(bytes) / most);
+  };
   std::ostringstream s;
   s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 40 << "\" height=\""
     << 40 + row * static_cast<int>(r.budgets.size()) << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -99,7 +101,8 @@ std::string plan_svg(const PlanResult& r) {
         s << "<rect x=\"" << left << "\" y=\"" << y + 22 << "\" width=\"" << x(m.peak_reserved) - left
           << "\" height=\"14\" fill=\"#e08a2c\"/>\n";
       else
-        s << "<text x=\"" << left + 4 << "\" y=\"" << y + 34 << "\" fill=\"#c0392b\">nnU-Net's plan: out of memory</text>\n";
+        s << "<text x=\"" << left + 4 << "\" y=\"" << y + 34
+          << "\" fill=\"#c0392b\">nnU-Net's plan: out of memory</text>\n";
     }
     y += row;
   }

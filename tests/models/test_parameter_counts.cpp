@@ -53,8 +53,10 @@ INSTANTIATE_TEST_SUITE_P(Registry, ParameterCount, ::testing::ValuesIn(registry_
 // The counts the reference implementations state (MONAI 1.3 / timm), independent of the entries:
 // an entry that changed its own number would still fail here.
 TEST(ParameterCount, TheStatedCountsOfTheOriginalNetworks) {
-  const std::map<std::string, int64_t> stated = {{"unet3d", 31205254},   {"unetr", 92784046},
-                                                 {"swin_unetr", 62187296}, {"resnet50", 25557032},
+  const std::map<std::string, int64_t> stated = {{"unet3d", 31205254},
+                                                 {"unetr", 92784046},
+                                                 {"swin_unetr", 62187296},
+                                                 {"resnet50", 25557032},
                                                  {"vit_base_patch16_224", 86567656}};
   std::map<std::string, int64_t> listed;
   for (const auto& c : registry_cases()) listed[c.label] = c.expected;

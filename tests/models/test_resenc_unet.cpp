@@ -109,7 +109,6 @@ TEST(ResEncUNet, InitialisesAsNnUNet) {
   EXPECT_NEAR(w.std().item<double>(), std::sqrt(2.0 / 1.0001) / std::sqrt(8.0 * 27.0), 0.01);
 }
 
-
 // The network's own activation rule (saved_activations) against a real CPU step: every block's
 // saved activations within 1% (measured: exact), the peak within 10% at one thread (measured: +1.7%).
 TEST(ResEncUNet, PredictedMemoryMatchesARealStepOnTheCpu) {

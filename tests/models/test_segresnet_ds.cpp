@@ -57,7 +57,8 @@ TEST(SegResNetDS, PredictedMemoryMatchesARealStepOnTheCpu) {
                     "--dsdepth 3 --memory --batch 2 --measure --device cpu --threads 1 --optimizer sgd") +
         extra);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    for (const char* block : {"stem", "encoder0", "encoder1", "encoder2", "encoder3", "decoder0", "decoder1", "decoder2"})
+    for (const char* block :
+         {"stem", "encoder0", "encoder1", "encoder2", "encoder3", "decoder0", "decoder1", "decoder2"})
       EXPECT_LE(std::abs(test::row_error_percent(r.out, block)), 1.0) << extra << " " << block << "\n" << r.out;
     EXPECT_LE(std::abs(test::row_error_percent(r.out, "activations (all blocks)")), 1.0) << extra << r.out;
   }

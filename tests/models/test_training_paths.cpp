@@ -12,8 +12,8 @@
 #include "voxfit/models/attention.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
-#include "voxfit/models/network.h"
 #include "voxfit/models/nets/vit.h"
+#include "voxfit/models/network.h"
 
 namespace voxfit::models {
 namespace {
@@ -320,7 +320,8 @@ TEST(PatchTokens, EqualTheConvolutionsTokensAndGradients) {
   struct Case {
     std::vector<int64_t> x, w;
   };
-  for (const auto& c : std::vector<Case>{{{2, 3, 8, 12}, {5, 3, 4, 4}}, {{2, 2, 4, 8, 12}, {6, 2, 2, 4, 4}},
+  for (const auto& c : std::vector<Case>{{{2, 3, 8, 12}, {5, 3, 4, 4}},
+                                         {{2, 2, 4, 8, 12}, {6, 2, 2, 4, 4}},
                                          {{1, 1, 16, 16, 16}, {7, 1, 16, 16, 16}}}) {
     SCOPED_TRACE(c10::str(c.x));
     const auto x = torch::randn(c.x, f64).requires_grad_(true);
@@ -392,13 +393,9 @@ TEST(FoldForInference, NetworksWithoutBatchNormHaveNothingToFold) {
 // half rows take the one-pass kernel, and the network's output matches the reference path's.
 TEST(VitInference, ChainedBlocksGiveTheSameOutputAsBlockByBlock) {
   torch::manual_seed(3);
-  VisionTransformer vit(VisionTransformerOptions()
-                            .img_size({32, 32})
-                            .hidden_size(64)
-                            .mlp_dim(128)
-                            .num_heads(4)
-                            .num_layers(3)
-                            .num_classes(10));
+  VisionTransformer vit(
+      VisionTransformerOptions().img_size({32, 32}).hidden_size(64).mlp_dim(128).num_heads(4).num_layers(3).num_classes(
+          10));
   const auto x = torch::randn({2, 3, 32, 32});
   vit->train();
   const auto block_by_block = vit->forward(x)[0].detach();

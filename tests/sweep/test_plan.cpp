@@ -36,7 +36,8 @@ TEST(NnUNetPlanner, ResEncPresetsPlanAsNnunetv2Does) {
     f.classes = ref.at("classes").get<std::int64_t>();
     const std::string preset = c.at("preset").get<std::string>();
     const auto& presets = nnunet_presets();
-    const auto it = std::find_if(presets.begin(), presets.end(), [&](const NnUNetPreset& p) { return p.name == preset; });
+    const auto it =
+        std::find_if(presets.begin(), presets.end(), [&](const NnUNetPreset& p) { return p.name == preset; });
     ASSERT_NE(it, presets.end()) << preset;
     const NnUNetPlan p = nnunet_resenc_plan(f, *it, models::ResEncUNetOptions());
     const std::string what = preset + " " + c.at("median_shape").dump() + " at " + c.at("spacing").dump();
@@ -53,8 +54,8 @@ TEST(NnUNetPlanner, ResEncPresetsPlanAsNnunetv2Does) {
   }
   // The presets a card's size plans with.
   EXPECT_FALSE(nnunet_preset_for(std::uint64_t{4} << 30).has_value());
-  EXPECT_EQ(nnunet_preset_for(24ull * 1000 * 1000 * 1000)->name, "L");   // rtx3090: 24 GB
-  EXPECT_EQ(nnunet_preset_for(std::uint64_t{48} << 30)->name, "XL");     // a40
+  EXPECT_EQ(nnunet_preset_for(24ull * 1000 * 1000 * 1000)->name, "L");  // rtx3090: 24 GB
+  EXPECT_EQ(nnunet_preset_for(std::uint64_t{48} << 30)->name, "XL");    // a40
 }
 
 // The order nnU-Net shrinks in: strictly fewer voxels each step, each patch on its network's divisor.
@@ -76,22 +77,33 @@ TEST(NnUNetPlanner, ShrinkOrderShrinksOneAxisByItsDivisor) {
   EXPECT_LE(voxels(patch), 16 * 16 * 16);
 }
 
-class PlanCommand : public test::TempDirTest {};
-
 // Two CPU budgets on the real CT, small widths: each budget's patch is the first of nnU-Net's order
 // that trains at batch 2 (the one before it was probed and ran out of memory), the larger budget's
 // patch is no smaller, the batch is the exact boundary, and the outputs agree with each other.
+class PlanCommand : public test::TempDirTest {
+ protected:
+  // `voxfit plan` on the real CT under 200 and 400 MiB of CPU memory, small widths, into dir()/plan.
+  PlanResult plan_small() {
+    const auto r = test::run_voxfit("plan --dataset '" + test::prepared_ct_cache().string() +
+                                    "' --budgets 200MiB,400MiB --device cpu --precision fp32 --base-features 8 "
+                                    "--max-features 64 --warmup-steps 1 --timed-steps 1 --output '" +
+                                    out().string() + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+    std::ifstream in(out() / "plan.json");
+    const json j = json::parse(in);
+    PlanResult plan = PlanResult::from_json(j);
+    EXPECT_EQ(plan.to_json(), j);  // the type holds everything the file does
+    return plan;
+  }
+  fs::path out() const { return dir() / "plan"; }
+  json plans_file() const {
+    std::ifstream in(out() / "nnUNetPlans_voxfit.json");
+    return json::parse(in);
+  }
+};
+
 TEST_F(PlanCommand, PlansEachBudgetOnTheBoundaryOfNnUNetsOrder) {
-  const fs::path out = dir() / "plan";
-  const auto r = test::run_voxfit("plan --dataset '" + test::prepared_ct_cache().string() +
-                                  "' --budgets 200MiB,400MiB --device cpu --precision fp32 --base-features 8 "
-                                  "--max-features 64 --warmup-steps 1 --timed-steps 1 --output '" +
-                                  out.string() + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  std::ifstream in(out / "plan.json");
-  const json j = json::parse(in);
-  const PlanResult plan = PlanResult::from_json(j);
-  EXPECT_EQ(plan.to_json(), j);  // the type holds everything the file does
+  const PlanResult plan = plan_small();
   ASSERT_EQ(plan.budgets.size(), 2u);
   std::vector<std::vector<std::int64_t>> order{nnunet_initial_patch(plan.fingerprint, plan.network)};
   while (const auto next = nnunet_shrink_step(order.back(), plan.fingerprint, plan.network)) order.push_back(*next);
@@ -112,8 +124,7 @@ TEST_F(PlanCommand, PlansEachBudgetOnTheBoundaryOfNnUNetsOrder) {
   EXPECT_GE(voxels(plan.budgets[1].patch), voxels(plan.budgets[0].patch));
   EXPECT_GT(voxels(plan.budgets[1].patch), voxels(plan.budgets[0].patch));  // these two budgets differ
 
-  std::ifstream plans_in(out / "nnUNetPlans_voxfit.json");
-  const json plans = json::parse(plans_in);
+  const json plans = plans_file();
   ASSERT_EQ(plans.at("configurations").size(), 2u);
   for (const auto& b : plan.budgets) {
     std::string name = "3d_fullres_" + b.budget;
@@ -123,21 +134,25 @@ TEST_F(PlanCommand, PlansEachBudgetOnTheBoundaryOfNnUNetsOrder) {
     EXPECT_EQ(c.at("patch_size").get<std::vector<std::int64_t>>(), b.patch);
     EXPECT_EQ(c.at("batch_size").get<std::int64_t>(), b.batch);
   }
-  std::ifstream md(out / "plan.md");
+  std::ifstream md(out() / "plan.md");
   const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("| 200.00 MiB |"), std::string::npos) << text;
   EXPECT_NE(text.find("ResEnc L"), std::string::npos) << text;
-  EXPECT_TRUE(fs::exists(out / "plan.svg"));
+  EXPECT_TRUE(fs::exists(out() / "plan.svg"));
+}
 
-  // nnU-Net's side, where Python has it: PlansManager loads the file and get_network_from_plans (or
-  // dynamic_network_architectures alone) builds each configuration with voxfit's parameter count.
+// nnU-Net's side, where Python has it: nnunetv2's PlansManager loads the plans file (where nnunetv2 is
+// importable) and get_network_from_plans (or dynamic_network_architectures alone) builds each
+// configuration with voxfit's parameter count.
+TEST_F(PlanCommand, NnUNetBuildsEachPlannedNetworkWithVoxfitsParameterCount) {
   const auto python = test::python_with("torch, dynamic_network_architectures");
   if (!python) GTEST_SKIP() << "python3 with torch and dynamic_network_architectures is not available";
-  const auto check = test::run_command(*python + " '" +
-                                       (test::source_dir() / "tests" / "python" / "check_nnunet_plans.py").string() +
-                                       "' '" + (out / "nnUNetPlans_voxfit.json").string() + "' " +
-                                       std::to_string(plan.fingerprint.channels) + " " +
-                                       std::to_string(plan.fingerprint.classes));
+  const PlanResult plan = plan_small();
+  const json plans = plans_file();
+  const auto check =
+      test::run_command(*python + " '" + (test::source_dir() / "tests" / "python" / "check_nnunet_plans.py").string() +
+                        "' '" + (out() / "nnUNetPlans_voxfit.json").string() + "' " +
+                        std::to_string(plan.fingerprint.channels) + " " + std::to_string(plan.fingerprint.classes));
   ASSERT_EQ(check.exit_code, 0) << check.err << check.out;
   std::istringstream lines(check.out);
   int checked = 0;
@@ -161,8 +176,8 @@ TEST_F(PlanCommand, PlansEachBudgetOnTheBoundaryOfNnUNetsOrder) {
 }
 
 TEST_F(PlanCommand, RefusesANetworkWithoutNnUNetsRulesAndAPlanWithoutBudget) {
-  const std::string dataset = "--dataset '" + test::prepared_ct_cache().string() + "' --device cpu --output '" +
-                              (dir() / "p").string() + "'";
+  const std::string dataset =
+      "--dataset '" + test::prepared_ct_cache().string() + "' --device cpu --output '" + (dir() / "p").string() + "'";
   auto r = test::run_voxfit("plan " + dataset + " --model unetr --budgets 1GiB");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("resenc_unet"), std::string::npos) << r.err;

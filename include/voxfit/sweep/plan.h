@@ -62,8 +62,8 @@ std::vector<std::int64_t> nnunet_initial_patch(const Fingerprint& f, const model
 /// loses its divisor (the divisor of the smaller patch's network), and the patch is rounded to its
 /// network again. None when that axis cannot shrink any more (the network would not pool).
 std::optional<std::vector<std::int64_t>> nnunet_shrink_step(const std::vector<std::int64_t>& patch,
-                                                           const Fingerprint& f,
-                                                           const models::ResEncUNetOptions& base);
+                                                            const Fingerprint& f,
+                                                            const models::ResEncUNetOptions& base);
 
 /// nnU-Net's plan: the largest patch of the shrink order whose estimate is within the preset's
 /// reference, and batch round(reference / estimate * 2), capped by the dataset, at least 2.
@@ -103,10 +103,10 @@ struct BudgetPlan {
   std::int64_t first_failing = 0;  ///< batch + 1, seen failing
   double samples_per_s = 0;        ///< at the largest batch
   std::uint64_t peak_reserved = 0, peak_allocated = 0;
-  nlohmann::json memory_breakdown;          ///< at the largest batch (MemoryBreakdown::to_json)
-  std::vector<PlanCandidate> candidates;    ///< patches probed, in the order run
-  std::int64_t candidates_in_order = 0;     ///< patches in the shrink order from nnU-Net's start
-  int probes = 0;                           ///< training probes in all (patches and batches)
+  nlohmann::json memory_breakdown;        ///< at the largest batch (MemoryBreakdown::to_json)
+  std::vector<PlanCandidate> candidates;  ///< patches probed, in the order run
+  std::int64_t candidates_in_order = 0;   ///< patches in the shrink order from nnU-Net's start
+  int probes = 0;                         ///< training probes in all (patches and batches)
   double seconds = 0;
   /// nnU-Net's plan for a card of this size (nnunet_preset_for) and the probe of it on the budget.
   std::optional<NnUNetPlan> nnunet;

@@ -217,7 +217,7 @@ std::optional<ActivationEstimate> MedNeXtImpl::saved_activations(const std::vect
       t.keep(ch * v, c);  // the norm's output, read by the expansion
     } else {
       t.keep(ch * v, t.autocast() ? c10::kFloat : c);  // GroupNorm's input
-      t.keep(2 * ch, c10::kFloat);                       // its mean and rstd
+      t.keep(2 * ch, c10::kFloat);                     // its mean and rstd
       t.matmul_layer(ch * e * ch + e * ch, ch * v, c10::kFloat);
       if (!t.autocast()) t.keep(ch * v, c);  // the norm's output, read by the expansion
     }
@@ -262,7 +262,7 @@ std::optional<ActivationEstimate> MedNeXtImpl::saved_activations(const std::vect
     t.matmul_layer(in * k3 + in, in * voxels(kLevels - i), c);  // the transposed depthwise conv
     body(in, up_voxels(kLevels - 1 - i), e, out);
     t.matmul_layer(in * out + out, in * voxels(kLevels - i), c);  // the transposed residual conv
-    t.keep(out * v, c);  // the skip's sum, the first block's input
+    t.keep(out * v, c);                                           // the skip's sum, the first block's input
     level(o.blocks_up()[i], out, v, e);
   }
   t.block("out");

@@ -64,20 +64,20 @@ SegResNetDSImpl::SegResNetDSImpl(const SegResNetDSOptions& o) : options_(o) {
     f /= 2;
     auto level = std::make_shared<nn::Module>();
     // MONAI's UpSample "deconv" with kernel 3: padding 1, output padding 1.
-    up_.push_back(level->register_module("upsample", std::make_shared<nn::Module>())
-                      ->register_module("deconv", nn::ConvTranspose3d(nn::ConvTranspose3dOptions(2 * f, f, 3)
-                                                                          .stride(2)
-                                                                          .padding(1)
-                                                                          .output_padding(1)
-                                                                          .bias(false))));
+    up_.push_back(
+        level->register_module("upsample", std::make_shared<nn::Module>())
+            ->register_module(
+                "deconv",
+                nn::ConvTranspose3d(
+                    nn::ConvTranspose3dOptions(2 * f, f, 3).stride(2).padding(1).output_padding(1).bias(false))));
     auto seq = level->register_module("blocks", nn::ModuleList());
     dec_.emplace_back();
     dec_[i].push_back(SegResBlock(f, o.norm_name()));  // MONAI's blocks_up: one per level
     seq->push_back(dec_[i].back());
     const bool head = levels - 1 - i <= o.heads();
-    heads_.push_back(head ? level->register_module(
-                                "head", nn::Conv3d(nn::Conv3dOptions(f, o.num_classes(), 1).bias(true)))
-                          : nn::Conv3d{nullptr});
+    heads_.push_back(
+        head ? level->register_module("head", nn::Conv3d(nn::Conv3dOptions(f, o.num_classes(), 1).bias(true)))
+             : nn::Conv3d{nullptr});
     up_layers->push_back(level);
   }
   if (o.channels_last()) to_channels_last(*this);
@@ -233,7 +233,8 @@ ReferenceImplementation monai_reference() {
 ModelEntry segresnet_ds_entry() {
   ModelEntry e = detail::entry_for<SegResNetDSOptions>(
       "segresnet_ds", "MONAI 1.5 SegResNetDS as Auto3DSeg configures it (init 32, blocks 1,2,2,4,4, dsdepth 4)",
-      TaskKind::kSegmentation3d, ModelContext{}, 87170008, [](SegResNetDSOptions o, const ModelContext& ctx) -> Network {
+      TaskKind::kSegmentation3d, ModelContext{}, 87170008,
+      [](SegResNetDSOptions o, const ModelContext& ctx) -> Network {
         return std::make_shared<SegResNetDSImpl>(o.in_channels(ctx.in_channels)
                                                      .num_classes(ctx.num_classes)
                                                      .checkpoint(ctx.checkpoint)

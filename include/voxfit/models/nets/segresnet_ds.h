@@ -19,13 +19,13 @@
 namespace voxfit::models {
 
 /// The settable parameters (params.h): X(type, name, default, help). Defaults: Auto3DSeg's.
-#define VOXFIT_SEGRESNET_DS_PARAMS(X)                                                                              \
-  X(int64_t, init_filters, 32, "SegResNetDS's width at full resolution (x2 per level)")                            \
-  X(std::vector<int64_t>, blocks_down, (std::vector<int64_t>{1, 2, 2, 4, 4}),                                      \
-    "SegResNetDS residual blocks per encoder level (one level per value)")                                         \
-  X(std::string, norm_name, "instance_affine",                                                                     \
-    "SegResNetDS's norm: instance_affine (Auto3DSeg's INSTANCE) or batch (SegResNetDS's own default)")             \
-  X(bool, deep_supervision, true, "return the logits of the dsdepth finest decoder levels while training")        \
+#define VOXFIT_SEGRESNET_DS_PARAMS(X)                                                                      \
+  X(int64_t, init_filters, 32, "SegResNetDS's width at full resolution (x2 per level)")                    \
+  X(std::vector<int64_t>, blocks_down, (std::vector<int64_t>{1, 2, 2, 4, 4}),                              \
+    "SegResNetDS residual blocks per encoder level (one level per value)")                                 \
+  X(std::string, norm_name, "instance_affine",                                                             \
+    "SegResNetDS's norm: instance_affine (Auto3DSeg's INSTANCE) or batch (SegResNetDS's own default)")     \
+  X(bool, deep_supervision, true, "return the logits of the dsdepth finest decoder levels while training") \
   X(int64_t, dsdepth, 4, "SegResNetDS's decoder levels with a head when deep supervision is on (Auto3DSeg: 4)")
 
 struct SegResNetDSOptions {
