@@ -56,9 +56,9 @@ TEST(MedNeXt, VariantsAreCreateMednextsAndInputsMustDivideBySixteen) {
 
 // The network's own activation rule (saved_activations) against real CPU steps, with and without
 // recomputed levels: every block's saved activations within 1% (measured: exact). The loss's
-// share lands partly in "out" when measured (the sum of "out" and "other activations" matches),
-// and the CPU's depthwise backward needs less than the transients the prediction allows for, so
-// the peak is predicted high here (+22%) and is checked on the GPU (experiments/networks).
+// share lands partly in "out" when measured (the sum of "out" and "other activations" matches).
+// The peak within 10% without recomputation (measured: +8%; on the H200 at 128^3, +5%:
+// experiments/networks), and not below the measured one with it (+42%).
 TEST(MedNeXt, PredictedMemoryMatchesARealStepOnTheCpu) {
   for (const char* recompute : {"none", "blocks"}) {
     const auto r = test::run_voxfit(
@@ -70,7 +70,11 @@ TEST(MedNeXt, PredictedMemoryMatchesARealStepOnTheCpu) {
                               "decoder1", "decoder2", "decoder3"})
       EXPECT_LE(std::abs(test::row_error_percent(r.out, block)), 1.0) << recompute << " " << block << "\n" << r.out;
     EXPECT_LE(std::abs(test::row_error_percent(r.out, "activations (all blocks)")), 3.0) << recompute << r.out;
-    EXPECT_GE(test::row_error_percent(r.out, "peak"), 0.0) << recompute << r.out;
+    const double peak = test::row_error_percent(r.out, "peak");
+    if (std::string(recompute) == "none")
+      EXPECT_LE(std::abs(peak), 10.0) << r.out;
+    else  // recomputed levels: the recomputation's transients are allowed for generously
+      EXPECT_GE(peak, 0.0) << r.out;
   }
 }
 

@@ -221,7 +221,8 @@ std::optional<ActivationEstimate> MedNeXtImpl::saved_activations(const std::vect
       t.matmul_layer(ch * e * ch + e * ch, ch * v, c10::kFloat);
       if (!t.autocast()) t.keep(ch * v, c);  // the norm's output, read by the expansion
     }
-    t.keep(2 * e * ch * v, c);  // GELU's input and output
+    t.keep(e * ch * v, c);  // GELU's input
+    t.keep(e * ch * v, c);  // and its output
     t.matmul_layer(e * ch * out + out, e * ch * v, c);
   };
   const auto block = [&](int64_t ch, int64_t v, int64_t e) {
