@@ -39,6 +39,18 @@ inline bool checkpoints(CheckpointMode mode, bool main_unit) {
 /// directly otherwise (no recomputation is needed without a backward pass).
 torch::Tensor maybe_checkpoint(bool enabled, bool training,
                                const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& x);
+/// x through `blocks` (module holders with forward(Tensor)) in order, as one maybe_checkpoint unit.
+template <class Block>
+torch::Tensor run_blocks(const std::vector<Block>& blocks, const torch::Tensor& x, bool enabled, bool training) {
+  return maybe_checkpoint(
+      enabled, training,
+      [blocks](const torch::Tensor& t) mutable {
+        torch::Tensor y = t;
+        for (auto& b : blocks) y = b->forward(y);
+        return y;
+      },
+      x);
+}
 /// Multi-input form of maybe_checkpoint; returns fn's first output.
 torch::Tensor maybe_checkpoint(bool enabled, bool training, const BlockFn& fn,
                                const std::vector<torch::Tensor>& inputs);

@@ -137,15 +137,8 @@ std::vector<torch::Tensor> MedNeXtImpl::forward(const torch::Tensor& input) {
   check_input(input.sizes().vec());
   const bool train = is_training();
   const bool main = checkpoints(options_.checkpoint(), true);
-  const auto run = [&](std::vector<MedNeXtBlock> blocks, const torch::Tensor& in) {
-    return maybe_checkpoint(
-        main, train,
-        [blocks](const torch::Tensor& t) mutable {
-          torch::Tensor y = t;
-          for (auto& b : blocks) y = b->forward(y);
-          return y;
-        },
-        in);
+  const auto run = [&](const std::vector<MedNeXtBlock>& blocks, const torch::Tensor& in) {
+    return run_blocks(blocks, in, main, train);
   };
   torch::Tensor x = input.contiguous(conv_memory_format(3, options_.channels_last()));
   {

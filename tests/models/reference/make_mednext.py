@@ -9,15 +9,13 @@ the single output in eval. Two configurations: kernel 3 with deep supervision, k
   PYTHONPATH=../shared/peers python3 tests/models/reference/make_mednext.py
 Writes mednext_<name>.json (config, shapes, offsets) and .bin (float32, little-endian) beside itself.
 """
-import json
 import os
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_resenc_unet import fill  # noqa: E402  (the shared closed formula)
+from make_resenc_unet import fill, formula_input, save_reference  # noqa: E402  (shared with the other fixtures)
 from monai.networks.nets import MedNeXt  # noqa: E402
 
 CONFIGS = {
@@ -41,8 +39,7 @@ def make(name, c):
         for pname, p in net.named_parameters():
             p.copy_(fill(pname, tuple(p.shape)))
     shape = (1, 1, 16, 32, 32)  # GroupNorm in training needs more than one value at the deepest level
-    x = torch.from_numpy(np.sin(0.013 * np.arange(int(np.prod(shape)), dtype=np.float64))
-                         .reshape(shape).astype(np.float32))
+    x = formula_input(shape)
     net.train()
     with torch.no_grad():
         train_outs = net(x)
@@ -50,18 +47,9 @@ def make(name, c):
     net.eval()
     with torch.no_grad():
         eval_out = net(x)
-    blobs, entries, offset = [], [], 0
-    for key, t in [(f"train_{i}", o) for i, o in enumerate(train_outs)] + [("eval_0", eval_out)]:
-        a = t.numpy().astype("<f4")
-        entries.append({"name": key, "shape": list(a.shape), "offset": offset})
-        blobs.append(a.tobytes())
-        offset += a.nbytes
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, f"mednext_{name}.bin"), "wb") as f:
-        f.write(b"".join(blobs))
-    with open(os.path.join(here, f"mednext_{name}.json"), "w") as f:
-        json.dump({"config": c, "parameters": sum(p.numel() for p in net.parameters()), "outputs": entries,
-                   "made_by": f"MONAI MedNeXt, torch {torch.__version__}"}, f, indent=1)
+    entries = save_reference(f"mednext_{name}", train_outs, eval_out,
+                             {"config": c, "parameters": sum(p.numel() for p in net.parameters())},
+                             f"MONAI MedNeXt, torch {torch.__version__}")
     print(name, [e["shape"] for e in entries])
 
 

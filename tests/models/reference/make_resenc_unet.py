@@ -46,6 +46,30 @@ def fill(name, shape):
     return torch.from_numpy(v.reshape(shape).astype(np.float32))
 
 
+
+def formula_input(shape):
+    """The tests' input: sin(0.013 i) over the flat index (test::input_formula)."""
+    return torch.from_numpy(np.sin(0.013 * np.arange(int(np.prod(shape)), dtype=np.float64))
+                            .reshape(shape).astype(np.float32))
+
+
+def save_reference(stem, train_outs, eval_out, manifest, made_by):
+    """Writes STEM.bin (the training outputs, then the eval output, float32 little-endian) and
+    STEM.json (`manifest` with the outputs' names, shapes and offsets, and `made_by`) beside this
+    script (test::ReferenceOutputs reads them). Returns the outputs' entries."""
+    blobs, entries, offset = [], [], 0
+    for key, t in [(f"train_{i}", o) for i, o in enumerate(train_outs)] + [("eval_0", eval_out)]:
+        a = t.numpy().astype("<f4")
+        entries.append({"name": key, "shape": list(a.shape), "offset": offset})
+        blobs.append(a.tobytes())
+        offset += a.nbytes
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, f"{stem}.bin"), "wb") as f:
+        f.write(b"".join(blobs))
+    with open(os.path.join(here, f"{stem}.json"), "w") as f:
+        json.dump({**manifest, "outputs": entries, "made_by": made_by}, f, indent=1)
+    return entries
+
 def make(name, c):
     npool, pools, convs, patch, _ = get_pool_and_conv_props(list(c["spacing"]), list(c["patch"]), 4, 999999)
     assert tuple(patch) == c["patch"], (patch, c["patch"])
@@ -64,27 +88,16 @@ def make(name, c):
             p.copy_(fill(pname, tuple(p.shape)))
     count = sum(p.numel() for p in net.parameters())
     shape = (1, 1) + c["patch"]
-    x = torch.from_numpy(np.sin(0.013 * np.arange(int(np.prod(shape)), dtype=np.float64))
-                         .reshape(shape).astype(np.float32))
+    x = formula_input(shape)
     with torch.no_grad():
         train_outs = net(x)
         net.decoder.deep_supervision = False
         eval_out = net(x)
-    blobs, entries, offset = [], [], 0
-    for key, t in [(f"train_{i}", o) for i, o in enumerate(train_outs)] + [("eval_0", eval_out)]:
-        a = t.numpy().astype("<f4")
-        entries.append({"name": key, "shape": list(a.shape), "offset": offset})
-        blobs.append(a.tobytes())
-        offset += a.nbytes
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, f"resenc_unet_{name}.bin"), "wb") as f:
-        f.write(b"".join(blobs))
-    manifest = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in c.items()},
-                "parameters": count, "strides": [list(map(int, s)) for s in pools],
-                "kernels": [list(map(int, k)) for k in convs], "outputs": entries,
-                "made_by": f"dynamic_network_architectures ResidualEncoderUNet, torch {torch.__version__}"}
-    with open(os.path.join(here, f"resenc_unet_{name}.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
+    entries = save_reference(
+        f"resenc_unet_{name}", train_outs, eval_out,
+        {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in c.items()}, "parameters": count,
+         "strides": [list(map(int, s)) for s in pools], "kernels": [list(map(int, k)) for k in convs]},
+        f"dynamic_network_architectures ResidualEncoderUNet, torch {torch.__version__}")
     print(name, count, [e["shape"] for e in entries])
 
 
