@@ -41,10 +41,10 @@ torch::Tensor maybe_checkpoint(bool enabled, bool training,
                                const std::function<torch::Tensor(const torch::Tensor&)>& fn, const torch::Tensor& x);
 /// x through `blocks` (module holders with forward(Tensor)) in order, as one maybe_checkpoint unit.
 template <class Block>
-torch::Tensor run_blocks(const std::vector<Block>& blocks, const torch::Tensor& x, bool enabled, bool training) {
+torch::Tensor run_blocks(std::vector<Block> blocks, const torch::Tensor& x, bool enabled, bool training) {
   return maybe_checkpoint(
       enabled, training,
-      [blocks](const torch::Tensor& t) mutable {
+      [blocks = std::move(blocks)](const torch::Tensor& t) mutable {
         torch::Tensor y = t;
         for (auto& b : blocks) y = b->forward(y);
         return y;
