@@ -152,7 +152,8 @@ std::string write_prediction_report(const std::vector<ProfilePredictions>& predi
   std::ostringstream md;
   md << "# Predicted throughput per card\n\nSamples (images) per second. Each profile kernel's time is its roofline "
         "time on the card, at the rate of the unit its arithmetic runs on there (tensor cores for its type where the "
-        "card has them, else the FP16 or FP32 vector units; power-limited to TDP / energy per FLOP, not below the base "
+        "card has them, else FP32 arithmetic on the data as stored (pseudo-half); power-limited to TDP / energy per "
+        "FLOP, not below the base "
         "clock's share, where an energy constant exists for the card's architecture and unit) and the card's bandwidth "
         "(x 15/16 with in-band ECC), with memory efficiency "
      << fixed(k.memory_efficiency, 2) << " and compute efficiency " << fixed(k.compute_efficiency, 2)

@@ -16,8 +16,6 @@ std::string to_string(ComputeUnit unit) {
       return "bf16_tensor";
     case ComputeUnit::kTf32Tensor:
       return "tf32_tensor";
-    case ComputeUnit::kFp16Vector:
-      return "fp16_vector";
     case ComputeUnit::kFp32Vector:
       return "fp32_vector";
   }
@@ -42,8 +40,11 @@ std::vector<std::pair<std::string, double>> free_parameters(const RooflineConsta
 ComputeUnit compute_unit(const memory::CardSpec& c, MathKind math) {
   switch (math) {
     case MathKind::kFp16Tensor:
-      if (c.fp16_tensor_tflops) return ComputeUnit::kFp16Tensor;
-      return c.fp16_vector_tflops ? ComputeUnit::kFp16Vector : ComputeUnit::kFp32Vector;
+      // Without FP16 tensor cores the libraries run a half product as FP32 arithmetic on FP16 storage:
+      // PyTorch's cuDNN convolution descriptor takes CUDNN_DATA_FLOAT as the compute type of half
+      // data (cuDNN's PSEUDO_HALF_CONFIG) and its cuBLAS half GEMMs compute in CUBLAS_COMPUTE_32F.
+      // So the FP32 rate, never the FP16 vector rate (1/64 of it on Pascal GP102 / GP104).
+      return c.fp16_tensor_tflops ? ComputeUnit::kFp16Tensor : ComputeUnit::kFp32Vector;
     case MathKind::kBf16Tensor:
       return c.bf16_tflops ? ComputeUnit::kBf16Tensor : ComputeUnit::kFp32Vector;
     case MathKind::kTf32:
@@ -64,8 +65,6 @@ double unit_tflops(const memory::CardSpec& c, ComputeUnit unit) {
       return c.bf16_tflops.value_or(c.fp32_tflops);
     case ComputeUnit::kTf32Tensor:
       return c.tf32_tflops.value_or(c.fp32_tflops);
-    case ComputeUnit::kFp16Vector:
-      return c.fp16_vector_tflops.value_or(c.fp32_tflops);
     case ComputeUnit::kFp32Vector:
       return c.fp32_tflops;
   }

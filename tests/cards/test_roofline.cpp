@@ -73,12 +73,15 @@ TEST(Roofline, PeakRatesFollowTheArithmeticAndFallBack) {
   EXPECT_DOUBLE_EQ(bandwidth_bytes(kA), 500e9);
 }
 
-TEST(Roofline, Float16WithoutTensorCoresRunsOnTheFp16VectorUnitsOrFp32WhereEmulated) {
+// Without FP16 tensor cores a half product runs as FP32 arithmetic on FP16 storage (cuDNN's
+// pseudo-half configuration, cuBLAS's 32F compute type): the FP32 rate, whatever the FP16 vector
+// rate (1/64 of FP32 on Pascal GP102) or whether FP16 is emulated.
+TEST(Roofline, Float16WithoutTensorCoresRunsAtTheFp32RateAsPseudoHalf) {
   memory::CardSpec pascal = card("pascal", 500, 0, 12, std::nullopt);
   pascal.fp16_tensor_tflops.reset();
   pascal.fp16_vector_tflops = 12.0 / 64;  // GP102: 1/64 of FP32
-  EXPECT_EQ(compute_unit(pascal, MathKind::kFp16Tensor), ComputeUnit::kFp16Vector);
-  EXPECT_DOUBLE_EQ(peak_flops(pascal, MathKind::kFp16Tensor), 12e12 / 64);
+  EXPECT_EQ(compute_unit(pascal, MathKind::kFp16Tensor), ComputeUnit::kFp32Vector);
+  EXPECT_DOUBLE_EQ(peak_flops(pascal, MathKind::kFp16Tensor), 12e12);
   EXPECT_DOUBLE_EQ(peak_flops(pascal, MathKind::kFp32), 12e12);
   memory::CardSpec emulated = pascal;
   emulated.fp16_vector_tflops.reset();
@@ -91,7 +94,7 @@ TEST(Roofline, Float16WithoutTensorCoresRunsOnTheFp16VectorUnitsOrFp32WhereEmula
   EXPECT_DOUBLE_EQ(peak_flops(tensor, MathKind::kFp16Tensor), 100e12);
 }
 
-TEST(Roofline, CardWithoutFp16TensorCoresPredictsFloat16SlowerThanFloat32OnAGemmBoundProfile) {
+TEST(Roofline, PascalFloat16GemmBoundProfilePredictsAboutItsFp32Time) {
   // The same matrix products (1e12 FLOPs a step, 500 FLOP/B in float32) profiled in both precisions
   // on the source (roofline 12.5 ms on its FP16 tensor cores, 125 ms on FP32), 0.5 ms kept.
   KernelProfile half;
@@ -107,8 +110,9 @@ TEST(Roofline, CardWithoutFp16TensorCoresPredictsFloat16SlowerThanFloat32OnAGemm
   const RooflineConstants k;
   const double half_s = predict_card(half, kSource, pascal, k).samples_per_s;
   const double single_s = predict_card(single, kSource, pascal, k).samples_per_s;
-  EXPECT_LT(half_s, single_s);
-  EXPECT_LT(half_s, 0.1 * single_s);  // 1/64 of the rate: an order of magnitude, not a few percent
+  // Compute-bound on FP32 arithmetic both ways: within a small factor, not 1/64 of the rate.
+  EXPECT_GT(half_s, 0.5 * single_s);
+  EXPECT_LT(half_s, 2.0 * single_s);
   // With FP16 tensor cores the same profiles predict float16 faster.
   const memory::CardSpec volta = card("volta", 500, 60, 12, std::nullopt, 30, 1582, 3);
   EXPECT_GT(predict_card(half, kSource, volta, k).samples_per_s, predict_card(single, kSource, volta, k).samples_per_s);
@@ -348,7 +352,7 @@ TEST_F(CardColumns, QuotedFieldsNewColumnsAndNoneLoadUnknownColumnsStayAllowed) 
   EXPECT_EQ(old.memory_type, "GDDR5");
   EXPECT_EQ(compute_unit(old, MathKind::kFp16Tensor), ComputeUnit::kFp32Vector);
   EXPECT_DOUBLE_EQ(table.at("p").fp16_vector_tflops.value(), 0.177);
-  EXPECT_EQ(compute_unit(table.at("p"), MathKind::kFp16Tensor), ComputeUnit::kFp16Vector);
+  EXPECT_EQ(compute_unit(table.at("p"), MathKind::kFp16Tensor), ComputeUnit::kFp32Vector);  // pseudo-half
   const auto& u = table.at("u");  // optional columns left empty: unknown
   EXPECT_EQ(u.base_mhz, 0);
   EXPECT_FALSE(u.fp16_vector_tflops || u.fp16_emulated);
@@ -377,7 +381,10 @@ TEST_F(CardColumns, QuotedFieldsNewColumnsAndNoneLoadUnknownColumnsStayAllowed) 
       << msg;
 }
 
-TEST(ShippedCards, WithoutFp16TensorCoresFloat16IsSlowerThanFloat32OnTheCommittedProfiles) {
+// Without FP16 tensor cores float16 runs at the FP32 rate on half the bytes (pseudo-half): on the
+// committed profiles within a small factor of float32 (measured here: 1.15x for ResNet50, 1.04x for
+// ViT on the TITAN Xp), where the FP16 vector rate made it about 30x slower.
+TEST(ShippedCards, WithoutFp16TensorCoresFloat16RunsNearItsFloat32RateOnTheCommittedProfiles) {
   const auto table = shipped_cards();
   const auto t = throughputs(protocol_profiles(), table);  // resnet16, resnet32, vit16, vit32
   int without = 0;
@@ -387,8 +394,10 @@ TEST(ShippedCards, WithoutFp16TensorCoresFloat16IsSlowerThanFloat32OnTheCommitte
       EXPECT_GT(t[2][c], t[3][c]) << card.id << ": ViT float16 on FP16 tensor cores";
     } else {
       ++without;
-      EXPECT_LT(t[0][c], t[1][c]) << card.id << ": resnet50";
-      EXPECT_LT(t[2][c], t[3][c]) << card.id << ": ViT";
+      for (const int m : {0, 2}) {
+        EXPECT_GT(t[m][c], 0.8 * t[m + 1][c]) << card.id << (m ? ": ViT" : ": resnet50");
+        EXPECT_LT(t[m][c], 1.5 * t[m + 1][c]) << card.id << (m ? ": ViT" : ": resnet50");
+      }
     }
   }
   EXPECT_GE(without, 2);  // TITAN Xp and GTX 1080 Ti

@@ -35,8 +35,7 @@ enum class ComputeUnit {
   kFp16Tensor,  ///< FP16 tensor cores, FP32 accumulate
   kBf16Tensor,  ///< BF16 tensor cores
   kTf32Tensor,  ///< TF32 tensor cores
-  kFp16Vector,  ///< the non-tensor FP16 units (Pascal GP102: 1/64 of FP32)
-  kFp32Vector,  ///< CUDA-core FP32 (and FP16 or BF16 emulated in FP32)
+  kFp32Vector,  ///< CUDA-core FP32 (and FP16 or BF16 products computed in FP32: pseudo-half)
 };
 std::string to_string(ComputeUnit unit);
 
@@ -80,8 +79,8 @@ struct RooflineConstants {
 std::vector<std::pair<std::string, double>> free_parameters(const RooflineConstants& constants);
 
 /// The unit `math` runs on on `card`: its tensor cores for that type where it has them; otherwise
-/// a float16 product runs on the FP16 vector units (FP32 where FP16 is emulated or its rate not
-/// given), bfloat16 and TF32 on FP32 (no BF16 / TF32 arithmetic before Ampere).
+/// FP32 (a float16 product as FP32 arithmetic on FP16 storage, as cuDNN's pseudo-half
+/// configuration and cuBLAS's 32F compute type run it; no BF16 / TF32 arithmetic before Ampere).
 ComputeUnit compute_unit(const memory::CardSpec& card, MathKind math);
 /// The datasheet peak of that unit in FLOP/s.
 double peak_flops(const memory::CardSpec& card, MathKind math);
