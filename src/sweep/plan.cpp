@@ -321,27 +321,40 @@ PlanResult PlanResult::from_json(const json& j) {
 
 namespace {
 
-// The probes of one budget: a patch (the network nnU-Net's rules build for it) at a batch.
+// The probe settings for `patch`: the network nnU-Net's rules build for it at the fingerprint's spacing.
+ProbeOptions options_for(const ProbeOptions& probe, const Fingerprint& f, const std::vector<std::int64_t>& patch) {
+  ProbeOptions p = probe;
+  p.model_context.patch = patch;
+  std::ostringstream spacing;
+  spacing << f.spacing[0] << "," << f.spacing[1] << "," << f.spacing[2];
+  p.model_context.params["spacing"] = spacing.str();
+  return p;
+}
+
+// voxfit's own analytic peak (allocated bytes) of a training step of `patch` at `batch`. It builds
+// the network on the CPU: never under a CPU budget, which would count it.
+std::int64_t predicted_peak(const ProbeOptions& probe, const Fingerprint& f, const std::vector<std::int64_t>& patch,
+                            std::int64_t batch) {
+  const ProbeOptions p = options_for(probe, f, patch);
+  const models::Network net = models::make_model(p.model, p.model_context);
+  const bool fused = kernels::kernel_mode() == kernels::KernelMode::kFused && p.device.is_cuda();
+  const auto b = train::predict_step_memory(*net, {batch, p.model_context.in_channels, patch[0], patch[1], patch[2]},
+                                            p.step, models::KernelPaths{fused, fused && kernels::lean_decoders()});
+  return static_cast<std::int64_t>(b.peak_allocated);
+}
+
+// The probes of one budget: a patch at a batch, each probed once (the search's first patch is the
+// max-batch search's start).
 class PatchProber {
  public:
   PatchProber(std::shared_ptr<const data::CacheIndex> index, const PlanOptions& o, const Fingerprint& f)
       : index_(std::move(index)), o_(o), f_(f) {}
 
-  ProbeOptions options_for(const std::vector<std::int64_t>& patch) const {
-    ProbeOptions p = o_.probe;
-    p.model_context.patch = patch;
-    std::ostringstream spacing;
-    spacing << f_.spacing[0] << "," << f_.spacing[1] << "," << f_.spacing[2];
-    p.model_context.params["spacing"] = spacing.str();
-    return p;
-  }
-
-  // Each patch and batch is probed once (the search's first patch is the max-batch search's start).
   Probe operator()(const std::vector<std::int64_t>& patch, std::int64_t batch) {
     const auto key = std::make_pair(patch, batch);
     if (const auto it = done_.find(key); it != done_.end()) return it->second;
     ++probes_;
-    Probe p = TrainingProbe(index_, options_for(patch))(batch);
+    Probe p = TrainingProbe(index_, options_for(o_.probe, f_, patch))(batch);
     done_[key] = p;
     if (o_.progress) {
       char line[200];
@@ -351,21 +364,6 @@ class PatchProber {
       o_.progress(line);
     }
     return p;
-  }
-
-  // voxfit's own analytic peak of a step at `batch` (0 where the network has no model).
-  std::int64_t predicted_peak(const std::vector<std::int64_t>& patch, std::int64_t batch) const {
-    const ProbeOptions p = options_for(patch);
-    try {
-      const models::Network net = models::make_model(p.model, p.model_context);
-      const bool fused = kernels::kernel_mode() == kernels::KernelMode::kFused && p.device.is_cuda();
-      const auto b =
-          train::predict_step_memory(*net, {batch, p.model_context.in_channels, patch[0], patch[1], patch[2]}, p.step,
-                                     models::KernelPaths{fused, fused && kernels::lean_decoders()});
-      return static_cast<std::int64_t>(b.peak_allocated);
-    } catch (const UnsupportedError&) {
-      return 0;
-    }
   }
 
   int probes() const { return probes_; }
@@ -378,6 +376,12 @@ class PatchProber {
   std::map<std::pair<std::vector<std::int64_t>, std::int64_t>, Probe> done_;
 };
 
+// nnU-Net's shrink order from its start, each patch with its analytic peak at the smallest batch.
+struct ShrinkOrder {
+  std::vector<std::vector<std::int64_t>> patches;
+  std::vector<std::int64_t> predicted;
+};
+
 PlanCandidate candidate_of(const std::vector<std::int64_t>& patch, std::int64_t predicted, const Probe& p) {
   return {patch, predicted, p.fits, p.peak_reserved, p.samples_per_s, p.seconds};
 }
@@ -385,37 +389,36 @@ PlanCandidate candidate_of(const std::vector<std::int64_t>& patch, std::int64_t 
 // One budget: the first patch of the shrink order that trains at the smallest batch (the analytic
 // peak's first guess, then galloping and bisection over the order), then the exact largest batch.
 BudgetPlan plan_budget(const memory::BudgetSpec& spec, std::shared_ptr<const data::CacheIndex> index,
-                       const PlanOptions& o, const Fingerprint& f, const ResEncUNetOptions& base) {
+                       const PlanOptions& o, const Fingerprint& f, const ResEncUNetOptions& base,
+                       const ShrinkOrder& order) {
   const auto t0 = std::chrono::steady_clock::now();
-  const memory::ScopedBudget scoped(spec, o.probe.device);
   BudgetPlan b;
+  // nnU-Net's plan for a card of this size, predicted before the budget is in place.
+  if (const auto preset = nnunet_preset_for(spec.visible_bytes)) {
+    try {
+      b.nnunet = nnunet_resenc_plan(f, *preset, base);
+    } catch (const UnsupportedError&) {
+      // no patch of this dataset for the preset
+    }
+  }
+  const std::int64_t nnunet_predicted = b.nnunet ? predicted_peak(o.probe, f, b.nnunet->patch, b.nnunet->batch) : 0;
+  const memory::ScopedBudget scoped(spec, o.probe.device);
   b.budget = spec.label();
   b.visible_bytes = scoped.report().visible_bytes;
   b.usable_bytes = scoped.report().usable_bytes;
   PatchProber prober(index, o, f);
-
-  std::vector<std::vector<std::int64_t>> order{nnunet_initial_patch(f, base)};
-  while (order.size() < 10000)
-    if (auto next = nnunet_shrink_step(order.back(), f, base))
-      order.push_back(*next);
-    else
-      break;
-  b.candidates_in_order = static_cast<std::int64_t>(order.size());
-  std::map<size_t, std::int64_t> predictions;
-  const auto predicted = [&](size_t i) {
-    const auto it = predictions.find(i);
-    return it != predictions.end() ? it->second : predictions[i] = prober.predicted_peak(order[i], o.min_batch);
-  };
+  const auto& patches = order.patches;
+  b.candidates_in_order = static_cast<std::int64_t>(patches.size());
   std::map<size_t, bool> known;
   const auto fits = [&](size_t i) {
     if (const auto it = known.find(i); it != known.end()) return it->second;
-    const Probe p = prober(order[i], o.min_batch);
-    b.candidates.push_back(candidate_of(order[i], predicted(i), p));
+    const Probe p = prober(patches[i], o.min_batch);
+    b.candidates.push_back(candidate_of(patches[i], order.predicted[i], p));
     return known[i] = p.fits;
   };
   // The first guess: the largest patch whose analytic peak is within the usable bytes.
   size_t guess = 0;
-  while (guess + 1 < order.size() && predicted(guess) > static_cast<std::int64_t>(b.usable_bytes)) ++guess;
+  while (guess + 1 < patches.size() && order.predicted[guess] > static_cast<std::int64_t>(b.usable_bytes)) ++guess;
   // The smallest index that fits (fitting is monotone along the order): lo fails (or is -1), hi fits.
   std::int64_t lo = -1, hi = -1;
   if (fits(guess)) {
@@ -431,24 +434,24 @@ BudgetPlan plan_budget(const memory::BudgetSpec& spec, std::shared_ptr<const dat
   } else {
     lo = static_cast<std::int64_t>(guess);
     for (std::int64_t step = 1;; step *= 2) {  // gallop towards smaller ones
-      const std::int64_t i = std::min<std::int64_t>(static_cast<std::int64_t>(order.size()) - 1, lo + step);
+      const std::int64_t i = std::min<std::int64_t>(static_cast<std::int64_t>(patches.size()) - 1, lo + step);
       if (fits(static_cast<size_t>(i))) {
         hi = i;
         break;
       }
       lo = i;
-      if (i + 1 == static_cast<std::int64_t>(order.size())) break;
+      if (i + 1 == static_cast<std::int64_t>(patches.size())) break;
     }
   }
   if (hi < 0) {
-    b.error = "no patch of nnU-Net's shrink order (down to " + patch_text(order.back()) + ") trains at batch " +
+    b.error = "no patch of nnU-Net's shrink order (down to " + patch_text(patches.back()) + ") trains at batch " +
               std::to_string(o.min_batch) + " under " + b.budget;
   } else {
     while (hi - lo > 1) {
       const std::int64_t mid = lo + (hi - lo) / 2;
       (fits(static_cast<size_t>(mid)) ? hi : lo) = mid;
     }
-    b.patch = order[static_cast<size_t>(hi)];
+    b.patch = patches[static_cast<size_t>(hi)];
     b.topology = resenc_topology_for(b.patch, f, base);
     SearchOptions so;
     so.usable_bytes = b.usable_bytes;
@@ -465,16 +468,9 @@ BudgetPlan plan_budget(const memory::BudgetSpec& spec, std::shared_ptr<const dat
         b.memory_breakdown = p.memory;
       }
   }
-  // nnU-Net's plan for a card of this size, trained under the budget.
-  if (const auto preset = nnunet_preset_for(b.visible_bytes)) {
-    try {
-      b.nnunet = nnunet_resenc_plan(f, *preset, base);
-      const Probe p = prober(b.nnunet->patch, b.nnunet->batch);
-      b.nnunet_measured = candidate_of(b.nnunet->patch, prober.predicted_peak(b.nnunet->patch, b.nnunet->batch), p);
-    } catch (const UnsupportedError&) {
-      b.nnunet.reset();
-    }
-  }
+  // nnU-Net's plan trained under the budget.
+  if (b.nnunet)
+    b.nnunet_measured = candidate_of(b.nnunet->patch, nnunet_predicted, prober(b.nnunet->patch, b.nnunet->batch));
   b.probes = prober.probes();
   b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return b;
@@ -498,7 +494,7 @@ PlanResult run_plan(const data::Plan& plan, std::shared_ptr<const data::CacheInd
   // The widths and blocks the user gave (the patch and spacing vary per candidate), read by the
   // registry from a small instance.
   const models::Network small =
-      models::make_model(o.probe.model, PatchProber(index, o, r.fingerprint).options_for({8, 8, 8}).model_context);
+      models::make_model(o.probe.model, options_for(o.probe, r.fingerprint, {8, 8, 8}).model_context);
   r.network = dynamic_cast<const models::ResEncUNetImpl&>(*small).options();
   for (const auto& preset : nnunet_presets()) {
     try {
@@ -507,9 +503,18 @@ PlanResult run_plan(const data::Plan& plan, std::shared_ptr<const data::CacheInd
       // a preset with no patch of this dataset: not listed
     }
   }
+  ShrinkOrder order;
+  order.patches.push_back(nnunet_initial_patch(r.fingerprint, r.network));
+  while (order.patches.size() < 10000)
+    if (auto next = nnunet_shrink_step(order.patches.back(), r.fingerprint, r.network))
+      order.patches.push_back(*next);
+    else
+      break;
+  for (const auto& patch : order.patches)
+    order.predicted.push_back(predicted_peak(o.probe, r.fingerprint, patch, o.min_batch));
   for (const auto& spec : o.budgets) {
     if (o.progress) o.progress("budget " + spec.label());
-    r.budgets.push_back(plan_budget(spec, index, o, r.fingerprint, r.network));
+    r.budgets.push_back(plan_budget(spec, index, o, r.fingerprint, r.network, order));
   }
   return r;
 }

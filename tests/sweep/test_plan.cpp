@@ -175,6 +175,25 @@ TEST_F(PlanCommand, NnUNetBuildsEachPlannedNetworkWithVoxfitsParameterCount) {
   EXPECT_EQ(checked, 2) << check.out;
 }
 
+// nnU-Net's widths (62M parameters, 250 MB, at the start patch) under a CPU budget of 200 MiB,
+// smaller than the networks
+// voxfit builds to predict the candidates' peaks: the predictions are made outside the budget,
+// which caps only the probes.
+TEST_F(PlanCommand, DefaultWidthsPlanUnderACpuBudgetSmallerThanTheirNetworks) {
+  const auto r = test::run_voxfit("plan --dataset '" + test::prepared_ct_cache().string() +
+                                  "' --budgets 200MiB --device cpu --precision fp32 --warmup-steps 1 --timed-steps 1 "
+                                  "--output '" + out().string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::ifstream in(out() / "plan.json");
+  const PlanResult plan = PlanResult::from_json(json::parse(in));
+  ASSERT_EQ(plan.budgets.size(), 1u);
+  const auto& b = plan.budgets[0];
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  EXPECT_EQ(plan.network.base_features(), 32);
+  EXPECT_GE(b.batch, 2);
+  for (const auto& c : b.candidates) EXPECT_GT(c.predicted_peak, 0);
+}
+
 TEST_F(PlanCommand, RefusesANetworkWithoutNnUNetsRulesAndAPlanWithoutBudget) {
   const std::string dataset =
       "--dataset '" + test::prepared_ct_cache().string() + "' --device cpu --output '" + (dir() / "p").string() + "'";
