@@ -180,7 +180,7 @@ int cmd_sweep(const Args& args) {
   }
   if (vm["report-only"].as<bool>()) {
     const fs::path dir = vm["output"].as<std::string>();
-    const auto entries = sweep::read_journal(dir / "results.jsonl");
+    const auto entries = sweep::read_results(dir / "results.jsonl");
     if (entries.empty()) throw ConfigError((dir / "results.jsonl").string() + ": no sweep results to report");
     sweep::write_reports(entries, dir);
     std::printf("%s: %zu points reported (results.csv, summary.md, plots)\n", dir.c_str(), entries.size());
@@ -247,19 +247,15 @@ int cmd_sweep(const Args& args) {
   };
   std::printf("%-12s %-12s %-5s %-7s %-12s %9s %7s %7s %10s\n", "model", "patch", "prec", "ckpt", "budget", "max_batch",
               "probes", "seconds", "samples/s");
-  sweep::run_sweep(o, [](const nlohmann::json& e) {
-    if (e.contains("skipped")) {
-      std::printf("%-12s %-12s %-5s %-7s %-12s skipped: %s\n", e["model"].get<std::string>().c_str(),
-                  e["patch"].get<std::string>().c_str(), e["precision"].get<std::string>().c_str(),
-                  e["checkpoint"].get<std::string>().c_str(), e["budget"].get<std::string>().c_str(),
-                  e["skipped"].get<std::string>().c_str());
+  sweep::run_sweep(o, [](const sweep::PointResult& e) {
+    if (!e.skipped.empty()) {
+      std::printf("%-12s %-12s %-5s %-7s %-12s skipped: %s\n", e.model.c_str(), e.patch.c_str(), e.precision.c_str(),
+                  e.checkpoint.c_str(), e.budget.c_str(), e.skipped.c_str());
       return;
     }
-    std::printf("%-12s %-12s %-5s %-7s %-12s %9lld %7d %7.1f %10.2f\n", e["model"].get<std::string>().c_str(),
-                e["patch"].get<std::string>().c_str(), e["precision"].get<std::string>().c_str(),
-                e["checkpoint"].get<std::string>().c_str(), e["budget"].get<std::string>().c_str(),
-                static_cast<long long>(e["max_batch"].get<int64_t>()), e["probes"].get<int>(),
-                e["seconds"].get<double>(), e["samples_per_s"].get<double>());
+    std::printf("%-12s %-12s %-5s %-7s %-12s %9lld %7d %7.1f %10.2f\n", e.model.c_str(), e.patch.c_str(),
+                e.precision.c_str(), e.checkpoint.c_str(), e.budget.c_str(), static_cast<long long>(e.max_batch),
+                e.probes, e.seconds, e.samples_per_s);
     std::fflush(stdout);
   });
   std::ifstream summary(o.output_dir / "summary.md");

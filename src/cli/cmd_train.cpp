@@ -124,11 +124,10 @@ int cmd_train(const Args& args) {
       isolated = sweep::isolated_probe(cmd, o.output_dir);
     }
     const auto e = sweep::search_max_batch(o, comm != nullptr, isolated);
-    o.batch = e["max_batch"].get<int64_t>();
+    o.batch = e.max_batch;
     std::printf("--batch max: %lld fits under %s, %lld does not (%d probes, %.1f s%s)\n",
-                static_cast<long long>(o.batch), o.budget.label().c_str(),
-                static_cast<long long>(e["first_failing"].get<int64_t>()), e["probes"].get<int>(),
-                e["seconds"].get<double>(), isolated ? ", each probe in its own process" : "");
+                static_cast<long long>(o.batch), o.budget.label().c_str(), static_cast<long long>(e.first_failing),
+                e.probes, e.seconds, isolated ? ", each probe in its own process" : "");
     if (comm) o.batch = static_cast<int64_t>(-comm->max(-static_cast<double>(o.batch)));  // the smallest card's
   } else {
     o.batch = to_integer(batch).value_or(0);

@@ -51,7 +51,7 @@ fs::path write_slurm_array(const fs::path& out_dir, std::size_t points, const Po
   return script;
 }
 
-std::vector<nlohmann::json> run_parallel(const fs::path& dir, int n, bool on_gpus, const PointCommand& command) {
+std::vector<PointResult> run_parallel(const fs::path& dir, int n, bool on_gpus, const PointCommand& command) {
   if (n < 1) throw ConfigError("--parallel: expected 1 or more, got " + std::to_string(n));
   if (on_gpus && n > static_cast<int>(cuda_devices().size()))
     throw ConfigError("--parallel " + std::to_string(n) + ": there are only " + std::to_string(cuda_devices().size()) +

@@ -36,6 +36,18 @@ std::vector<json> read_journal(const fs::path& file) {
   return out;
 }
 
+std::vector<PointResult> read_results(const fs::path& file) {
+  std::vector<PointResult> out;
+  for (const auto& e : read_journal(file)) {
+    try {
+      out.push_back(PointResult::from_json(e));
+    } catch (const json::exception&) {
+      // not a point this version can read: left out, as a truncated line
+    }
+  }
+  return out;
+}
+
 void forget_probes(const fs::path& file, const std::string& key) {
   if (!fs::exists(file)) return;
   std::string kept;
@@ -47,24 +59,23 @@ void forget_probes(const fs::path& file, const std::string& key) {
     write_file_atomic(file, kept);
 }
 
-std::vector<json> merge_journals(const std::vector<fs::path>& journals, const fs::path& dir) {
-  std::vector<json> merged;
+std::vector<PointResult> merge_journals(const std::vector<fs::path>& journals, const fs::path& dir) {
+  std::vector<PointResult> merged;
   std::map<std::string, std::size_t> at;
   for (const auto& file : journals)
-    for (auto& e : read_journal(file)) {
-      const std::string key = e.value("key", "");
-      const auto it = at.find(key);
+    for (auto& e : read_results(file)) {
+      const auto it = at.find(e.key);
       if (it == at.end()) {
-        at[key] = merged.size();
+        at[e.key] = merged.size();
         merged.push_back(std::move(e));
-      } else if (merged[it->second].contains("skipped") && !e.contains("skipped")) {
+      } else if (!merged[it->second].skipped.empty() && e.skipped.empty()) {
         merged[it->second] = std::move(e);
       }
     }
   if (merged.empty()) throw ConfigError(dir.string() + ": no sweep results to merge");
   fs::create_directories(dir);
   std::string text;
-  for (const auto& e : merged) text += e.dump() + "\n";
+  for (const auto& e : merged) text += e.to_json().dump() + "\n";
   write_file_atomic(dir / "results.jsonl", text);
   write_reports(merged, dir);
   return merged;

@@ -39,14 +39,13 @@ std::string largest_blocks(const json& b) {
   return out;
 }
 
-std::string table_row(const json& e, const json& b) {
+std::string table_row(const PointResult& e, const json& b) {
   std::ostringstream row;
-  row << "| " << e.value("model", "") << " | " << e.value("patch", "") << " | " << e.value("precision", "") << " | "
-      << e.value("checkpoint", "") << " | " << e.value("budget", "") << " | " << b.value("batch", 0) << " | "
-      << format_bytes(b.value("peak_allocated", std::uint64_t{0})) << " (" << b.value("peak_phase", "") << ") | "
-      << bytes_text(group_bytes(b, "static")) << " | " << bytes_text(group_bytes(b, "inputs")) << " | "
-      << bytes_text(group_bytes(b, "activations")) << ": " << largest_blocks(b) << " | "
-      << bytes_text(group_bytes(b, "workspace") + group_bytes(b, "gradients")) << " | "
+  row << "| " << e.model << " | " << e.patch << " | " << e.precision << " | " << e.checkpoint << " | " << e.budget
+      << " | " << b.value("batch", 0) << " | " << format_bytes(b.value("peak_allocated", std::uint64_t{0})) << " ("
+      << b.value("peak_phase", "") << ") | " << bytes_text(group_bytes(b, "static")) << " | "
+      << bytes_text(group_bytes(b, "inputs")) << " | " << bytes_text(group_bytes(b, "activations")) << ": "
+      << largest_blocks(b) << " | " << bytes_text(group_bytes(b, "workspace") + group_bytes(b, "gradients")) << " | "
       << format_bytes(b.value("fragmentation", std::uint64_t{0})) << " | "
       << format_bytes(b.value("cuda_context", std::uint64_t{0})) << " | "
       << format_bytes(b.value("headroom", std::uint64_t{0})) << " | " << bytes_text(group_bytes(b, "unattributed"))
@@ -63,20 +62,20 @@ std::string file_stem(const std::string& key) {
 }
 
 // The point's two PNGs; their Markdown, or why there are none.
-std::string point_plots(const json& e, const fs::path& dir) {
-  const json& mb = e.at("memory_breakdown");
-  const std::string stem = file_stem(e.value("key", "point"));
+std::string point_plots(const PointResult& e, const fs::path& dir) {
+  const json& mb = e.memory_breakdown;
+  const std::string stem = file_stem(e.key.empty() ? "point" : e.key);
   std::vector<std::pair<std::string, json>> bars;
   if (mb.contains("batch_1")) bars.emplace_back("batch 1", mb["batch_1"]);
   if (mb.contains("max_batch") && mb["max_batch"].value("batch", 0) != 1)
     bars.emplace_back("batch " + std::to_string(mb["max_batch"].value("batch", 0)) + " (max)", mb["max_batch"]);
-  const std::string label = e.value("key", "");
+  const std::string& label = e.key;
   const fs::path bar_png = dir / ("breakdown-" + stem + ".png");
   std::string why = memory::write_breakdown_bars(bars, bar_png, "Memory at the peak: " + label);
   if (!why.empty()) return "\n(no memory plots: " + why + ")\n";
   std::vector<json> by_batch;
-  for (const auto& p : e.value("probe_log", json::array()))
-    if (p.value("fits", false) && p.contains("memory")) by_batch.push_back(p["memory"]);
+  for (const auto& p : e.probe_log)
+    if (p.fits && !p.memory.is_null()) by_batch.push_back(p.memory);
   const fs::path lines_png = dir / ("components-" + stem + ".png");
   why = memory::write_components_by_batch(by_batch, lines_png, "Memory components against batch: " + label);
   std::string md = "\n![memory breakdown " + label + "](" + bar_png.filename().string() + ")\n";
@@ -86,12 +85,12 @@ std::string point_plots(const json& e, const fs::path& dir) {
 
 }  // namespace
 
-std::string memory_report(const std::vector<const json*>& entries, const fs::path& dir) {
+std::string memory_report(const std::vector<const PointResult*>& entries, const fs::path& dir) {
   std::ostringstream md, plots;
   bool any = false;
-  for (const json* entry : entries) {
-    const json& e = *entry;
-    if (!e.contains("memory_breakdown") || e["memory_breakdown"].empty()) continue;
+  for (const PointResult* entry : entries) {
+    const PointResult& e = *entry;
+    if (e.memory_breakdown.is_null() || e.memory_breakdown.empty()) continue;
     if (!any)
       md << "\n# Where the memory goes\n\nAt batch 1 and at the largest batch that fit, the peak of the training "
             "step (allocated, and the phase it came in) split into: static (parameters, optimizer state, buffers, "
@@ -105,7 +104,7 @@ std::string memory_report(const std::vector<const json*>& entries, const fs::pat
             "activations | workspace | fragmentation | CUDA context | headroom | unattributed |\n"
             "|---|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n";
     any = true;
-    const json& mb = e["memory_breakdown"];
+    const json& mb = e.memory_breakdown;
     if (mb.contains("batch_1")) md << table_row(e, mb["batch_1"]);
     if (mb.contains("max_batch") && mb["max_batch"].value("batch", 0) != 1) md << table_row(e, mb["max_batch"]);
     plots << point_plots(e, dir);

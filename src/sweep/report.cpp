@@ -37,16 +37,16 @@ namespace {
 // Plots of peak memory and throughput against the batch; returns summary.md's lines for them. A
 // sweep of one model and patch gets memory.png and throughput.png; a sweep of several gets a pair
 // per model and patch (memory-unetr-96x96x96.png, ...): a 72-point grid on one chart is unreadable.
-std::string write_plots(const std::vector<const json*>& entries, const fs::path& dir) {
+std::string write_plots(const std::vector<const PointResult*>& entries, const fs::path& dir) {
   struct Group {
     std::string label;
-    std::vector<const json*> entries;
+    std::vector<const PointResult*> entries;
   };
   std::vector<Group> groups;
-  for (const json* entry : entries) {
-    const json& e = *entry;
-    if (!e.contains("throughput") || e["throughput"].empty()) continue;
-    const std::string label = e["model"].get<std::string>() + " " + e["patch"].get<std::string>();
+  for (const PointResult* entry : entries) {
+    const PointResult& e = *entry;
+    if (e.throughput.empty()) continue;
+    const std::string label = e.model + " " + e.patch;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.label == label; });
     if (it == groups.end()) {
       groups.push_back({label, {}});
@@ -62,13 +62,12 @@ std::string write_plots(const std::vector<const json*>& entries, const fs::path&
   std::ostringstream mem, thr;
   std::string titles;
   for (const auto& g : groups)
-    for (const json* e : g.entries) {
-      const std::string title = (*e)["precision"].get<std::string>() + " " + (*e)["checkpoint"].get<std::string>() +
-                                " @" + (*e)["budget"].get<std::string>();
+    for (const PointResult* e : g.entries) {
+      const std::string title = e->precision + " " + e->checkpoint + " @" + e->budget;
       titles += (titles.empty() ? "" : "|") + (split ? title : g.label + " " + title);
-      for (const auto& t : (*e)["throughput"]) {
-        mem << t["batch"] << " " << to_gib(t["peak_reserved_bytes"].get<std::uint64_t>()) << "\n";
-        thr << t["batch"] << " " << t["samples_per_s"] << "\n";
+      for (const auto& t : e->throughput) {
+        mem << t.batch << " " << to_gib(t.peak_reserved_bytes) << "\n";
+        thr << t.batch << " " << t.samples_per_s << "\n";
       }
       mem << "\n\n";
       thr << "\n\n";
@@ -78,10 +77,10 @@ std::string write_plots(const std::vector<const json*>& entries, const fs::path&
 
   std::ostringstream budget_lines;
   std::set<std::string> budgets;
-  for (const json* e : entries)
-    if (e->contains("budget_report") && budgets.insert((*e)["budget"].get<std::string>()).second)
-      budget_lines << to_gib((*e)["budget_report"].value("usable_bytes", 0ull)) << " lc rgb 'black' dt "
-                   << budgets.size() + 1 << " lw 2 title '" << (*e)["budget"].get<std::string>() << " usable', ";
+  for (const PointResult* e : entries)
+    if (!e->budget_report.is_null() && budgets.insert(e->budget).second)
+      budget_lines << to_gib(e->usable_bytes()) << " lc rgb 'black' dt " << budgets.size() + 1 << " lw 2 title '"
+                   << e->budget << " usable', ";
 
   GnuplotScript script;
   std::ostringstream gp, md;
@@ -118,67 +117,60 @@ std::string write_plots(const std::vector<const json*>& entries, const fs::path&
 }
 
 // The values of `field` in the order the entries first show them.
-std::vector<std::string> first_seen(const std::vector<json>& entries, const char* field) {
+std::vector<std::string> first_seen(const std::vector<PointResult>& entries, std::string PointResult::*field) {
   std::vector<std::string> values;
   for (const auto& e : entries)
-    if (std::find(values.begin(), values.end(), e.value(field, "")) == values.end())
-      values.push_back(e.value(field, ""));
+    if (std::find(values.begin(), values.end(), e.*field) == values.end()) values.push_back(e.*field);
   return values;
 }
 
 // The entries in grid order, whatever order the journal's points ran in: models as first seen,
 // patches by size, precisions and checkpointing as the options list them (fp32 first, `none`
 // first), budgets as first journalled. The CSV, the table and the charts all follow it.
-std::vector<const json*> grid_order(const std::vector<json>& entries) {
+std::vector<const PointResult*> grid_order(const std::vector<PointResult>& entries) {
   std::map<std::string, std::size_t> model_rank, budget_rank;
-  for (const auto& m : first_seen(entries, "model")) model_rank.emplace(m, model_rank.size());
-  for (const auto& b : first_seen(entries, "budget")) budget_rank.emplace(b, budget_rank.size());
-  const auto sort_key = [&](const json* e) {
-    const std::int64_t voxels =
-        patch_voxels(parse_shape_text(e->value("patch", "")).value_or(std::vector<std::int64_t>{}));
+  for (const auto& m : first_seen(entries, &PointResult::model)) model_rank.emplace(m, model_rank.size());
+  for (const auto& b : first_seen(entries, &PointResult::budget)) budget_rank.emplace(b, budget_rank.size());
+  const auto sort_key = [&](const PointResult* e) {
+    const std::int64_t voxels = patch_voxels(parse_shape_text(e->patch).value_or(std::vector<std::int64_t>{}));
     int precision = 99;
     try {
-      precision = static_cast<int>(train::parse_precision(e->value("precision", "")));
+      precision = static_cast<int>(train::parse_precision(e->precision));
     } catch (const std::exception&) {
     }
-    const bool checkpointed = e->value("checkpoint", "") != "none";
-    return std::make_tuple(model_rank[e->value("model", "")], voxels, precision, checkpointed,
-                           budget_rank[e->value("budget", "")]);
+    const bool checkpointed = e->checkpoint != "none";
+    return std::make_tuple(model_rank[e->model], voxels, precision, checkpointed, budget_rank[e->budget]);
   };
-  std::vector<const json*> ordered;
+  std::vector<const PointResult*> ordered;
   for (const auto& e : entries) ordered.push_back(&e);
   std::stable_sort(ordered.begin(), ordered.end(),
-                   [&](const json* a, const json* b) { return sort_key(a) < sort_key(b); });
+                   [&](const PointResult* a, const PointResult* b) { return sort_key(a) < sort_key(b); });
   return ordered;
 }
 
 }  // namespace
 
-void write_reports(const std::vector<json>& entries, const fs::path& dir) {
-  const std::vector<const json*> ordered = grid_order(entries);
+void write_reports(const std::vector<PointResult>& entries, const fs::path& dir) {
+  const std::vector<const PointResult*> ordered = grid_order(entries);
   // results.csv: one row per configuration
   std::ostringstream csv;
   CsvWriter results(csv, {"model", "patch", "precision", "checkpoint", "budget", "usable_bytes", "max_batch",
                           "first_failing", "predicted", "probes", "seconds", "samples_per_s", "voxels_per_s",
                           "knee_batch", "static_bytes", "per_sample_bytes"});
-  const std::vector<std::string> budgets = first_seen(entries, "budget");
-  std::map<std::string, std::map<std::string, const json*>> rows;  // config -> budget -> entry
+  const std::vector<std::string> budgets = first_seen(entries, &PointResult::budget);
+  std::map<std::string, std::map<std::string, const PointResult*>> rows;  // config -> budget -> entry
   std::vector<std::string> row_order;
-  for (const json* entry : ordered) {
-    const json& e = *entry;
-    const std::string budget = e.value("budget", "");
-    const std::string row = e.value("model", "") + " | " + e.value("patch", "") + " | " + e.value("precision", "") +
-                            " | " + e.value("checkpoint", "");
+  for (const PointResult* entry : ordered) {
+    const PointResult& e = *entry;
+    const std::string row = e.model + " | " + e.patch + " | " + e.precision + " | " + e.checkpoint;
     if (!rows.count(row)) row_order.push_back(row);
-    rows[row][budget] = &e;
-    if (e.contains("skipped")) continue;
-    results.row({e["model"].get<std::string>(), e["patch"].get<std::string>(), e["precision"].get<std::string>(),
-                 e["checkpoint"].get<std::string>(), budget, e["budget_report"].value("usable_bytes", 0ull),
-                 e["max_batch"].dump(), e["first_failing"].dump(), e["predicted"].dump(), e["probes"].dump(),
-                 CsvField::fixed(e["seconds"].get<double>(), 1), CsvField::fixed(e["samples_per_s"].get<double>(), 2),
-                 CsvField::fixed(e["voxels_per_s"].get<double>(), 0), e["knee_batch"].dump(),
-                 CsvField::fixed(e["fit"]["static_bytes"].get<double>(), 0),
-                 CsvField::fixed(e["fit"]["per_sample_bytes"].get<double>(), 0)});
+    rows[row][e.budget] = &e;
+    if (!e.skipped.empty()) continue;
+    results.row({e.model, e.patch, e.precision, e.checkpoint, e.budget, e.usable_bytes(), std::to_string(e.max_batch),
+                 std::to_string(e.first_failing), std::to_string(e.predicted), std::to_string(e.probes),
+                 CsvField::fixed(e.seconds, 1), CsvField::fixed(e.samples_per_s, 2), CsvField::fixed(e.voxels_per_s, 0),
+                 std::to_string(e.knee_batch), CsvField::fixed(e.fit.static_bytes, 0),
+                 CsvField::fixed(e.fit.per_sample_bytes, 0)});
   }
   write_file_atomic(dir / "results.csv", csv.str());
 
@@ -201,34 +193,30 @@ void write_reports(const std::vector<json>& entries, const fs::path& dir) {
       const auto it = rows[row].find(b);
       if (it == rows[row].end()) {
         md << " | | | |";
-      } else if (it->second->contains("skipped")) {
+      } else if (!it->second->skipped.empty()) {
         md << " skipped | | | |";
       } else {
-        const json& e = *it->second;
-        md << " " << e["max_batch"] << " | " << fixed(e["samples_per_s"].get<double>(), 1) << " | " << e["knee_batch"];
-        for (const auto& p : e.value("throughput", json::array()))
-          if (p.value("batch", json()) == e["knee_batch"]) {
-            md << " (" << fixed(p.value("samples_per_s", 0.0), 1) << ")";
-            break;
-          }
-        md << " | " << e["probes"] << " / " << fixed(e["seconds"].get<double>(), 0) << " |";
+        const PointResult& e = *it->second;
+        md << " " << e.max_batch << " | " << fixed(e.samples_per_s, 1) << " | " << e.knee_batch;
+        if (const auto* knee = e.throughput_at(e.knee_batch)) md << " (" << fixed(knee->samples_per_s, 1) << ")";
+        md << " | " << e.probes << " / " << fixed(e.seconds, 0) << " |";
       }
     }
     md << "\n";
   }
   for (const auto& e : entries)
-    if (e.contains("budget_report")) {
-      const json& r = e["budget_report"];
+    if (!e.budget_report.is_null()) {
+      const json& r = e.budget_report;
       md << "\nBudgets on " << r.value("device", "?") << ": ";
       // Per label, in the order first seen; a journal written by several voxfit versions or
       // processes may hold different measured contexts for one label: their range is given.
       std::vector<std::string> labels;
       std::map<std::string, std::vector<const json*>> by_label;
       for (const auto& f : entries)
-        if (f.contains("budget_report")) {
-          auto& list = by_label[f["budget"].get<std::string>()];
-          if (list.empty()) labels.push_back(f["budget"].get<std::string>());
-          list.push_back(&f["budget_report"]);
+        if (!f.budget_report.is_null()) {
+          auto& list = by_label[f.budget];
+          if (list.empty()) labels.push_back(f.budget);
+          list.push_back(&f.budget_report);
         }
       const auto range = [](const std::vector<const json*>& reports, const char* field) {
         std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0;

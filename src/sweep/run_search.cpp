@@ -26,11 +26,10 @@ RunSearch run_search(const train::TrainOptions& o, bool data_parallel) {
   return s;
 }
 
-nlohmann::json search_max_batch(const train::TrainOptions& o, bool data_parallel, const IsolatedProbe& isolated) {
+PointResult search_max_batch(const train::TrainOptions& o, bool data_parallel, const IsolatedProbe& isolated) {
   const RunSearch s = run_search(o, data_parallel);
   auto e = search_point(s.plan, s.index, s.probe, o.budget, kMaxBatchCap, /*throughput_table=*/false, isolated);
-  if (e["max_batch"].get<std::int64_t>() < 1)
-    throw BudgetError("--batch max: not even batch 1 trains under " + o.budget.label());
+  if (e.max_batch < 1) throw BudgetError("--batch max: not even batch 1 trains under " + o.budget.label());
   return e;
 }
 

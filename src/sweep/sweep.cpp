@@ -38,20 +38,14 @@ std::string point_key(const std::string& model, const std::vector<std::int64_t>&
 
 namespace {
 
-// The fitting probes by batch, each with samples/s, voxels/s and peaks; `at_max` gets the
-// samples/s at `max_batch`.
-json throughput_rows(std::vector<Probe> timed, std::int64_t voxels, std::int64_t max_batch, double& at_max) {
+// The fitting probes by batch, each with samples/s, voxels/s and peaks.
+std::vector<ThroughputRow> throughput_rows(std::vector<Probe> timed, std::int64_t voxels) {
   std::sort(timed.begin(), timed.end(), [](const Probe& a, const Probe& b) { return a.batch < b.batch; });
-  json rows = json::array();
-  for (const auto& p : timed) {
-    if (!p.fits) continue;
-    rows.push_back({{"batch", p.batch},
-                    {"samples_per_s", p.samples_per_s},
-                    {"voxels_per_s", p.samples_per_s * static_cast<double>(voxels)},
-                    {"peak_allocated_bytes", p.peak_allocated},
-                    {"peak_reserved_bytes", p.peak_reserved}});
-    if (p.batch == max_batch) at_max = p.samples_per_s;
-  }
+  std::vector<ThroughputRow> rows;
+  for (const auto& p : timed)
+    if (p.fits)
+      rows.push_back(
+          {p.batch, p.samples_per_s, p.samples_per_s * static_cast<double>(voxels), p.peak_allocated, p.peak_reserved});
   return rows;
 }
 
@@ -67,10 +61,10 @@ json breakdowns_of(const SearchResult& r) {
 
 }  // namespace
 
-json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
-                  const memory::BudgetSpec& budget, std::int64_t max_batch, bool throughput_table,
-                  const IsolatedProbe& isolated, const fs::path& probe_journal,
-                  const std::function<void(const std::string&)>& progress) {
+PointResult search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index,
+                         const ProbeOptions& probe, const memory::BudgetSpec& budget, std::int64_t max_batch,
+                         bool throughput_table, const IsolatedProbe& isolated, const fs::path& probe_journal,
+                         const std::function<void(const std::string&)>& progress) {
   if (budget.kind == memory::BudgetKind::None)
     throw ConfigError("a max-batch search needs a budget (--vram SIZE or --card ID)");
   // In this process: the budget installed here and one TrainingProbe for every probe. Isolated:
@@ -134,7 +128,6 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
       return p;
     };
   SearchResult r = find_max_batch(prober, so);
-  const int search_probes = static_cast<int>(r.probes.size());
 
   std::vector<Probe> timed = r.probes;
   if (throughput_table) {
@@ -143,48 +136,46 @@ json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex
     for (std::int64_t b = 1; b < r.max_batch; b *= 2)
       if (!done.count(b)) timed.push_back(prober(b));
   }
-  double at_max = 0;
-  const json throughput = throughput_rows(timed, patch_voxels(probe.model_context.patch), r.max_batch, at_max);
-  json probes = json::array();
-  for (const auto& p : r.probes) probes.push_back(to_json(p));
-  const json breakdowns = breakdowns_of(r);
-  const double predicted_peak = r.fit.peak_at(r.max_batch);
+  PointResult e;
+  e.key = key;
+  e.model = probe.model;
+  e.patch = shape_text(probe.model_context.patch);
+  e.precision = train::to_string(probe.step.precision);
+  e.checkpoint = models::to_string(probe.model_context.checkpoint);
+  e.attention = models::to_string(probe.model_context.attention);
+  e.channels_last = probe.model_context.channels_last;
+  e.kernels = kernels::to_string(kernels::kernel_mode());
+  e.lean_decoders = kernels::lean_decoders();
+  e.optimizer = train::to_string(probe.step.optimizer.kind);
+  e.lr = probe.step.optimizer.lr;
+  e.budget = budget.label();
+  e.budget_report = budget_report;
+  e.allocator = memory::cuda_allocator_settings();
+  e.host_allocator = memory::host_allocator_settings();
+  e.dataset = plan.dataset_name;
+  e.provenance = provenance(probe.device);
+  e.max_batch = r.max_batch;
+  e.first_failing = r.first_failing;
+  e.predicted = r.predicted;
+  e.probes = static_cast<int>(r.probes.size());
+  e.seconds = r.seconds + resumed_seconds;  // the resumed probes' time counts
+  e.resumed_probes = resumed;
+  e.throughput = throughput_rows(timed, patch_voxels(probe.model_context.patch));
+  if (const auto* at_max = e.throughput_at(r.max_batch)) {
+    e.samples_per_s = at_max->samples_per_s;
+    e.voxels_per_s = at_max->voxels_per_s;
+  }
+  e.knee_batch = knee_batch(timed);
+  e.fit = r.fit;
   double measured_peak = 0;
   for (const auto& p : r.probes)
     if (p.fits && p.batch == r.max_batch) measured_peak = static_cast<double>(p.peak_reserved);
-  return {{"key", key},
-          {"model", probe.model},
-          {"patch", shape_text(probe.model_context.patch)},
-          {"precision", train::to_string(probe.step.precision)},
-          {"checkpoint", models::to_string(probe.model_context.checkpoint)},
-          {"attention", models::to_string(probe.model_context.attention)},
-          {"channels_last", probe.model_context.channels_last},
-          {"kernels", kernels::to_string(kernels::kernel_mode())},
-          {"lean_decoders", kernels::lean_decoders()},
-          {"optimizer", train::to_string(probe.step.optimizer.kind)},
-          {"lr", probe.step.optimizer.lr},
-          {"budget", budget.label()},
-          {"budget_report", budget_report},
-          {"allocator", memory::cuda_allocator_settings()},
-          {"host_allocator", memory::host_allocator_settings()},
-          {"dataset", plan.dataset_name},
-          {"provenance", provenance(probe.device)},
-          {"max_batch", r.max_batch},
-          {"first_failing", r.first_failing},
-          {"predicted", r.predicted},
-          {"probes", search_probes},
-          {"seconds", r.seconds + resumed_seconds},  // the resumed probes' time counts
-          {"resumed_probes", resumed},
-          {"samples_per_s", at_max},
-          {"voxels_per_s", at_max * static_cast<double>(patch_voxels(probe.model_context.patch))},
-          {"knee_batch", knee_batch(timed)},
-          {"fit", {{"static_bytes", r.fit.static_bytes}, {"per_sample_bytes", r.fit.per_sample_bytes}}},
-          {"fit_error_at_max", measured_peak > 0 ? (predicted_peak - measured_peak) / measured_peak : 0.0},
-          {"leaks", in_process ? in_process->leaks() : 0},
-          {"isolated", static_cast<bool>(isolated)},
-          {"memory_breakdown", breakdowns},
-          {"probe_log", probes},
-          {"throughput", throughput}};
+  e.fit_error_at_max = measured_peak > 0 ? (r.fit.peak_at(r.max_batch) - measured_peak) / measured_peak : 0.0;
+  e.leaks = in_process ? in_process->leaks() : 0;
+  e.isolated = static_cast<bool>(isolated);
+  e.memory_breakdown = breakdowns_of(r);
+  e.probe_log = r.probes;
+  return e;
 }
 
 json run_probe_here(std::shared_ptr<const data::CacheIndex> index, const ProbeOptions& probe,
@@ -261,7 +252,7 @@ json run_sweep_probe(const SweepOptions& o, const std::string& key, std::int64_t
   throw ConfigError("sweep probe: the grid has no point '" + key + "'");
 }
 
-void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on_point) {
+void run_sweep(const SweepOptions& o, const std::function<void(const PointResult&)>& on_point) {
   if (o.grid.budgets.empty()) throw ConfigError("sweep: no budgets (--budgets rtx3090,a40 or sizes like 24GiB)");
   fs::create_directories(o.output_dir);
   const fs::path journal = o.output_dir / "results.jsonl";
@@ -291,26 +282,26 @@ void run_sweep(const SweepOptions& o, const std::function<void(const json&)>& on
                  : std::string()));
     }
     const ProbeOptions p = point_probe(o, plan, g.model, g.patch, g.precision, g.checkpoint);
-    json entry;
+    PointResult entry;
     try {
       entry = search_point(plan, index, p, g.budget, o.max_batch, o.throughput_table,
                            o.isolate ? o.isolate(key) : IsolatedProbe{}, probe_journal, o.progress);
     } catch (const UnsupportedError& e) {
-      entry = {{"key", key},
-               {"model", g.model},
-               {"patch", shape_text(g.patch)},
-               {"precision", train::to_string(g.precision)},
-               {"checkpoint", models::to_string(g.checkpoint)},
-               {"budget", g.budget.label()},
-               {"skipped", e.what()}};
+      entry.key = key;
+      entry.model = g.model;
+      entry.patch = shape_text(g.patch);
+      entry.precision = train::to_string(g.precision);
+      entry.checkpoint = models::to_string(g.checkpoint);
+      entry.budget = g.budget.label();
+      entry.skipped = e.what();
     }
-    append_line_durable(journal, entry.dump());
+    append_line_durable(journal, entry.to_json().dump());
     forget_probes(probe_journal, key);  // the point is in the journal now
     // Reports after every point: a sweep stopped midway still leaves a current summary.
-    write_reports(read_journal(journal), o.output_dir);
+    write_reports(read_results(journal), o.output_dir);
     if (on_point) on_point(entry);
   }
-  write_reports(read_journal(journal), o.output_dir);
+  write_reports(read_results(journal), o.output_dir);
 }
 
 std::size_t grid_size(const SweepGrid& g) { return grid_points(g).size(); }

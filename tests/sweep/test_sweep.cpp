@@ -51,16 +51,18 @@ TEST_F(Sweep, SearchEndsOnAnExactBoundaryCheckedIndependently) {
   const auto budget = size_budget(320 * kMiB);
   const auto plan = data::load_plan(test::prepared_ct_cache());
   const auto entry = search_point(plan, ct_index(), tiny_unet(), budget, 512, /*throughput_table=*/false);
-  const std::int64_t b = entry["max_batch"];
-  ASSERT_GT(b, 2) << entry.dump(2);
-  EXPECT_EQ(entry["first_failing"].get<std::int64_t>(), b + 1);
+  const std::int64_t b = entry.max_batch;
+  ASSERT_GT(b, 2) << entry.to_json().dump(2);
+  EXPECT_EQ(entry.first_failing, b + 1);
   // Six or seven: this tiny model's peaks at batches 1-3 are noisy on the CPU (batch 1 above batch
   // 2), so the first prediction overshoots and the search bisects back. The search's probe counts
   // on real GPU memory curves are tested by replaying recorded H200 searches (test_batch_search).
-  EXPECT_LE(entry["probes"].get<int>(), 7) << entry.dump(2);
-  EXPECT_EQ(entry["leaks"].get<int>(), 0);
+  EXPECT_LE(entry.probes, 7) << entry.to_json().dump(2);
+  EXPECT_EQ(entry.leaks, 0);
   // The memory model and the measured peak at the answer agree within 15%.
-  EXPECT_LT(std::abs(entry["fit_error_at_max"].get<double>()), 0.15) << entry.dump(2);
+  EXPECT_LT(std::abs(entry.fit_error_at_max), 0.15) << entry.to_json().dump(2);
+  // The journal's line is the type, whole: it reads back to the same line.
+  EXPECT_EQ(PointResult::from_json(entry.to_json()).to_json(), entry.to_json());
 
   memory::ScopedBudget scoped(budget, torch::kCPU);
   TrainingProbe fresh(ct_index(), tiny_unet());
@@ -82,9 +84,9 @@ TEST_F(Sweep, ASearchStoppedMidwayKeepsItsProbesAndGoesOnFromThem) {
   const auto plan = data::load_plan(test::prepared_ct_cache());
   const auto probes = dir() / "probes.jsonl";
   const auto whole = search_point(plan, ct_index(), tiny_unet(), budget, 512, false, {}, probes);
-  const int n = whole["probes"];
-  ASSERT_GE(n, 4) << whole.dump(2);
-  EXPECT_EQ(whole["resumed_probes"].get<int>(), 0);
+  const int n = whole.probes;
+  ASSERT_GE(n, 4) << whole.to_json().dump(2);
+  EXPECT_EQ(whole.resumed_probes, 0);
   auto lines = lines_of(probes);
   ASSERT_EQ(static_cast<int>(lines.size()), n);  // one line a probe, written as it finished
 
@@ -95,15 +97,16 @@ TEST_F(Sweep, ASearchStoppedMidwayKeepsItsProbesAndGoesOnFromThem) {
     out << lines[0] << "\n" << lines[1] << "\n" << lines[2].substr(0, lines[2].size() / 2);
   }
   const auto resumed = search_point(plan, ct_index(), tiny_unet(), budget, 512, false, {}, probes);
-  EXPECT_EQ(resumed["resumed_probes"].get<int>(), 2) << resumed.dump(2);
-  EXPECT_EQ(resumed["probes"], whole["probes"]);
-  EXPECT_EQ(resumed["max_batch"], whole["max_batch"]);
-  EXPECT_EQ(resumed["first_failing"], whole["first_failing"]);
-  for (int i = 0; i < n; ++i) EXPECT_EQ(resumed["probe_log"][i]["batch"], whole["probe_log"][i]["batch"]) << i;
+  EXPECT_EQ(resumed.resumed_probes, 2) << resumed.to_json().dump(2);
+  EXPECT_EQ(resumed.probes, whole.probes);
+  EXPECT_EQ(resumed.max_batch, whole.max_batch);
+  EXPECT_EQ(resumed.first_failing, whole.first_failing);
+  ASSERT_EQ(resumed.probe_log.size(), whole.probe_log.size());
+  for (int i = 0; i < n; ++i) EXPECT_EQ(resumed.probe_log[i].batch, whole.probe_log[i].batch) << i;
 
   // Another budget is another point: nothing is taken from this one's probes.
   const auto other = search_point(plan, ct_index(), tiny_unet(), size_budget(256 * kMiB), 512, false, {}, probes);
-  EXPECT_EQ(other["resumed_probes"].get<int>(), 0);
+  EXPECT_EQ(other.resumed_probes, 0);
 }
 
 TEST_F(Sweep, TwoHundredForcedOomsLeaveMemoryAtTheBaseline) {
@@ -131,7 +134,7 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   o.probe = tiny_unet();
   o.model_params["unet3d"] = o.probe.model_context.params;
   int runs = 0;
-  run_sweep(o, [&](const nlohmann::json&) { ++runs; });
+  run_sweep(o, [&](const PointResult&) { ++runs; });
   EXPECT_EQ(runs, 2);
   // A finished point's probes leave the probe journal; with every point done it is gone.
   EXPECT_FALSE(fs::exists(o.output_dir / "probes.jsonl"));
@@ -142,7 +145,7 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   EXPECT_EQ(entries[0].value("host_allocator", ""), memory::host_allocator_settings());
 
   runs = 0;
-  run_sweep(o, [&](const nlohmann::json&) { ++runs; });
+  run_sweep(o, [&](const PointResult&) { ++runs; });
   EXPECT_EQ(runs, 0) << "a finished sweep ran again";
 
   // A crash mid-append leaves half a line; only the lost point runs again.
@@ -150,7 +153,7 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
     std::ofstream out(journal, std::ios::trunc);
     out << entries[0].dump() << "\n" << entries[1].dump().substr(0, 40);
   }
-  run_sweep(o, [&](const nlohmann::json&) { ++runs; });
+  run_sweep(o, [&](const PointResult&) { ++runs; });
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(read_journal(journal).size(), 2u);
 
@@ -159,11 +162,10 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
   EXPECT_NE(summary.find("256.00 MiB max batch"), std::string::npos) << summary;
   EXPECT_NE(summary.find("384.00 MiB max batch"), std::string::npos) << summary;
   // The knee beside the largest batch: its batch and samples/s.
-  const auto finished = read_journal(journal);
   EXPECT_NE(summary.find("256.00 MiB knee (samples/s)"), std::string::npos) << summary;
-  for (const auto& e : finished) {
-    ASSERT_GT(e["knee_batch"].get<int>(), 0) << e.dump(2);
-    EXPECT_NE(summary.find("| " + std::to_string(e["knee_batch"].get<int>()) + " ("), std::string::npos) << summary;
+  for (const auto& e : read_results(journal)) {
+    ASSERT_GT(e.knee_batch, 0) << e.to_json().dump(2);
+    EXPECT_NE(summary.find("| " + std::to_string(e.knee_batch) + " ("), std::string::npos) << summary;
   }
   std::ifstream csv(o.output_dir / "results.csv");
   int lines = 0;
@@ -173,16 +175,16 @@ TEST_F(Sweep, JournalResumesAndReportsSideBySide) {
 
   // Entries of one budget with different usable bytes (journals of older versions, which measured
   // the CUDA context again for each point) are reported as a range, not as the first one's.
-  auto other = read_journal(journal);
-  nlohmann::json copy = other[0];
-  copy["patch"] = "16x32x48";
-  copy["key"] = copy["key"].get<std::string>() + "-copy";
-  copy["budget_report"]["usable_bytes"] = 257 * kMiB;
+  auto other = read_results(journal);
+  PointResult copy = other[0];
+  copy.patch = "16x32x48";
+  copy.key += "-copy";
+  copy.budget_report["usable_bytes"] = 257 * kMiB;
   other.push_back(copy);
   // Rows come in grid order, not journal order: a smaller patch journalled last comes first.
-  nlohmann::json smaller = other[0];
-  smaller["patch"] = "8x32x32";
-  smaller["key"] = smaller["key"].get<std::string>() + "-smaller";
+  PointResult smaller = other[0];
+  smaller.patch = "8x32x32";
+  smaller.key += "-smaller";
   other.push_back(smaller);
   fs::create_directories(dir() / "report");
   write_reports(other, dir() / "report");

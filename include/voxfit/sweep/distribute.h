@@ -33,7 +33,7 @@ std::filesystem::path write_slurm_array(const std::filesystem::path& dir, std::s
 /// each journalling into dir/points/gpuG, waits for them and merges their journals into `dir`.
 /// Returns the merged entries; throws Error when a process failed, ConfigError when there are fewer
 /// GPUs than N.
-std::vector<nlohmann::json> run_parallel(const std::filesystem::path& dir, int n, bool on_gpus,
-                                         const PointCommand& command);
+std::vector<PointResult> run_parallel(const std::filesystem::path& dir, int n, bool on_gpus,
+                                      const PointCommand& command);
 
 }  // namespace voxfit::sweep

@@ -4,11 +4,11 @@
 #include <filesystem>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "voxfit/sweep/point_result.h"
 
 namespace voxfit::sweep {
 
 /// results.csv, summary.md and the plots (plots need gnuplot; without it the summary says so).
-void write_reports(const std::vector<nlohmann::json>& entries, const std::filesystem::path& dir);
+void write_reports(const std::vector<PointResult>& entries, const std::filesystem::path& dir);
 
 }  // namespace voxfit::sweep

@@ -3,10 +3,9 @@
 // search (search_point) on one run's exact settings, cases and budget.
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
 #include "voxfit/data/plan.h"
 #include "voxfit/sweep/isolated_probe.h"
+#include "voxfit/sweep/point_result.h"
 #include "voxfit/sweep/training_probe.h"
 #include "voxfit/train/trainer.h"
 
@@ -27,6 +26,6 @@ RunSearch run_search(const train::TrainOptions& o, bool data_parallel);
 
 /// The largest batch the run `o` trains at under its budget (search_point's entry, no throughput
 /// table; every probe through `isolated` when set). Throws BudgetError when not even batch 1 fits.
-nlohmann::json search_max_batch(const train::TrainOptions& o, bool data_parallel, const IsolatedProbe& isolated);
+PointResult search_max_batch(const train::TrainOptions& o, bool data_parallel, const IsolatedProbe& isolated);
 
 }  // namespace voxfit::sweep

@@ -12,6 +12,7 @@
 #include "voxfit/memory/budget.h"
 #include "voxfit/sweep/isolated_probe.h"
 #include "voxfit/sweep/journal.h"
+#include "voxfit/sweep/point_result.h"
 #include "voxfit/sweep/training_probe.h"
 
 namespace voxfit::sweep {
@@ -64,7 +65,7 @@ std::string point_key(const std::string& model, const std::vector<std::int64_t>&
 
 /// Runs the points not yet in the journal, then rewrites the reports from the whole journal.
 /// `on_point` (if set) sees each new journal entry.
-void run_sweep(const SweepOptions& options, const std::function<void(const nlohmann::json&)>& on_point = {});
+void run_sweep(const SweepOptions& options, const std::function<void(const PointResult&)>& on_point = {});
 
 /// One search on the current settings (used by the sweep and by `voxfit train --batch max`). With
 /// `isolated` set, every probe runs through it and this process installs no budget. With
@@ -73,11 +74,11 @@ void run_sweep(const SweepOptions& options, const std::function<void(const nlohm
 /// from it instead of being run again; the search, being a function of its probes' results, then
 /// retraces its path and goes on. The entry says how many probes were taken (`resumed_probes`).
 /// `progress` (if set) gets a line per probe measured.
-nlohmann::json search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index,
-                            const ProbeOptions& probe, const memory::BudgetSpec& budget, std::int64_t max_batch,
-                            bool throughput_table, const IsolatedProbe& isolated = {},
-                            const std::filesystem::path& probe_journal = {},
-                            const std::function<void(const std::string& line)>& progress = {});
+PointResult search_point(const data::Plan& plan, std::shared_ptr<const data::CacheIndex> index,
+                         const ProbeOptions& probe, const memory::BudgetSpec& budget, std::int64_t max_batch,
+                         bool throughput_table, const IsolatedProbe& isolated = {},
+                         const std::filesystem::path& probe_journal = {},
+                         const std::function<void(const std::string& line)>& progress = {});
 
 /// What the process of an isolated probe does: installs the budget and returns
 /// {"budget_report": ...}, plus {"probe": ...} (batch_search's to_json) when batch >= 1, after one
