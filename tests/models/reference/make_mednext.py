@@ -12,10 +12,9 @@ Writes mednext_<name>.json (config, shapes, offsets) and .bin (float32, little-e
 import os
 import sys
 
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_resenc_unet import fill, formula_input, save_reference  # noqa: E402  (shared with the other fixtures)
+from make_resenc_unet import make_monai_reference  # noqa: E402  (shared with the other fixtures)
 from monai.networks.nets import MedNeXt  # noqa: E402
 
 CONFIGS = {
@@ -35,22 +34,8 @@ def make(name, c):
                   deep_supervision=c["deep_supervision"], use_residual_connection=True,
                   blocks_down=c["blocks_down"], blocks_bottleneck=c["blocks_bottleneck"], blocks_up=c["blocks_up"],
                   norm_type="group", global_resp_norm=False)
-    with torch.no_grad():
-        for pname, p in net.named_parameters():
-            p.copy_(fill(pname, tuple(p.shape)))
-    shape = (1, 1, 16, 32, 32)  # GroupNorm in training needs more than one value at the deepest level
-    x = formula_input(shape)
-    net.train()
-    with torch.no_grad():
-        train_outs = net(x)
-    train_outs = list(train_outs) if isinstance(train_outs, (list, tuple)) else [train_outs]
-    net.eval()
-    with torch.no_grad():
-        eval_out = net(x)
-    entries = save_reference(f"mednext_{name}", train_outs, eval_out,
-                             {"config": c, "parameters": sum(p.numel() for p in net.parameters())},
-                             f"MONAI MedNeXt, torch {torch.__version__}")
-    print(name, [e["shape"] for e in entries])
+    # 16 x 32 x 32: GroupNorm in training needs more than one value at the deepest level.
+    make_monai_reference(f"mednext_{name}", net, c, (1, 1, 16, 32, 32), "MONAI MedNeXt")
 
 
 if __name__ == "__main__":

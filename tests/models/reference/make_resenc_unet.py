@@ -70,6 +70,27 @@ def save_reference(stem, train_outs, eval_out, manifest, made_by):
         json.dump({**manifest, "outputs": entries, "made_by": made_by}, f, indent=1)
     return entries
 
+
+def make_monai_reference(stem, net, config, shape, made_by):
+    """A MONAI network's fixture: every parameter filled by the formula, the formula input of
+    `shape` run in training (a list of outputs with deep supervision) and then in eval mode, saved
+    by save_reference with the config and the parameter count."""
+    with torch.no_grad():
+        for pname, p in net.named_parameters():
+            p.copy_(fill(pname, tuple(p.shape)))
+    x = formula_input(shape)
+    net.train()
+    with torch.no_grad():
+        train_outs = net(x)
+    train_outs = list(train_outs) if isinstance(train_outs, (list, tuple)) else [train_outs]
+    net.eval()
+    with torch.no_grad():
+        eval_out = net(x)
+    entries = save_reference(stem, train_outs, eval_out,
+                             {"config": config, "parameters": sum(p.numel() for p in net.parameters())},
+                             f"{made_by}, torch {torch.__version__}")
+    print(stem, [e["shape"] for e in entries])
+
 def make(name, c):
     npool, pools, convs, patch, _ = get_pool_and_conv_props(list(c["spacing"]), list(c["patch"]), 4, 999999)
     assert tuple(patch) == c["patch"], (patch, c["patch"])

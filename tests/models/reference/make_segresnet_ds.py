@@ -13,10 +13,9 @@ Writes segresnet_ds_<name>.json (config, shapes, offsets) and .bin (float32, lit
 import os
 import sys
 
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_resenc_unet import fill, formula_input, save_reference  # noqa: E402  (shared with the other fixtures)
+from make_resenc_unet import make_monai_reference  # noqa: E402  (shared with the other fixtures)
 from monai.networks.nets import SegResNetDS  # noqa: E402
 
 CONFIGS = {
@@ -29,22 +28,7 @@ def make(name, c):
     net = SegResNetDS(spatial_dims=3, init_filters=c["init_filters"], in_channels=1, out_channels=c["classes"],
                       norm="BATCH" if c["norm"] == "batch" else "INSTANCE", blocks_down=tuple(c["blocks_down"]),
                       dsdepth=c["dsdepth"])
-    with torch.no_grad():
-        for pname, p in net.named_parameters():
-            p.copy_(fill(pname, tuple(p.shape)))
-    shape = (2, 1, 16, 32, 32)
-    x = formula_input(shape)
-    net.train()
-    with torch.no_grad():
-        train_outs = net(x)
-    train_outs = list(train_outs) if isinstance(train_outs, (list, tuple)) else [train_outs]
-    net.eval()
-    with torch.no_grad():
-        eval_out = net(x)
-    entries = save_reference(f"segresnet_ds_{name}", train_outs, eval_out,
-                             {"config": c, "parameters": sum(p.numel() for p in net.parameters())},
-                             f"MONAI SegResNetDS, torch {torch.__version__}")
-    print(name, [e["shape"] for e in entries])
+    make_monai_reference(f"segresnet_ds_{name}", net, c, (2, 1, 16, 32, 32), "MONAI SegResNetDS")
 
 
 if __name__ == "__main__":
