@@ -11,6 +11,9 @@
 #           the predicted breakdown beside the measured one (not in the defaults)
 #   PROFILE "model:patch[:peer] ..." for the profile phase: where a batch-2 fp16 training step's time
 #           goes, voxfit's (`cards profile`) beside the peer's (speed-vs-compile/peer-profile.py)
+#   peermax (phase, not in the defaults): the peer's own exact largest batch (eager, a fresh model per
+#           probe) under the same usable GiB as voxfit's budgets, with expandable segments (PEER_USABLE,
+#           default "23.02,43.67": rtx3090 and a40 as measured on the H100)
 #   CURVES  "model:patch ..." for the curve phase: STEPS (500) steps from one seed, fused kernels
 #           and then --kernels aten; loss every 50 steps, validation Dice every 100 (not in the defaults)
 # Speed and peers run for every net first; then the max-batch sweeps share the time left.
@@ -70,6 +73,17 @@ for net in "${nets[@]}"; do
     echo "peer $pm $patch^3 --fast: $(grep -E '^\{' "$logs/peer_${pm}_fast.log" | tail -2 | tr '\n' ' ')" >>"$summary"
   fi
 done
+if has peermax; then  # the issue's bar: voxfit's largest batch >= the peer's with expandable segments
+  for net in "${nets[@]}"; do
+    IFS=: read -r m pm patch _ <<<"$net"
+    [ "$pm" = - ] && continue
+    stamp "peer $pm $patch max batch"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONPATH=$PWD/.shared-data/peers timeout 300 \
+      python3 .shared-data/peers/peer_seg.py --model "$pm" --patch "$patch" --batches 1,2 --steps 3 --warmup 2 \
+      --usable "${PEER_USABLE:-23.02,43.67}" >"$logs/peer_${pm}_maxbatch.log" 2>&1
+    echo "peer $pm $patch^3 max batch (expandable segments): $(grep -E '"max_batch"' "$logs/peer_${pm}_maxbatch.log" | tr '\n' ' ')" >>"$summary"
+  done
+fi
 if has memory; then  # the prediction beside a measured step, per network and batch
   for c in ${MEMORY:-}; do
     IFS=: read -r m patch b extra <<<"$c"
