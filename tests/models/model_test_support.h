@@ -19,16 +19,32 @@ struct SmallNet {
   std::vector<int64_t> patch;
   int in_channels;
   int classes;
+  /// Convolution biases an instance norm cancels (nnU-Net's conv stacks), which `--kernels fused`
+  /// leaves out.
+  bool cancelled_biases = false;
 };
 
 /// GoogleTest prints a test's parameter in its log: the network's name, not the struct's bytes.
 inline void PrintTo(const SmallNet& n, std::ostream* os) { *os << n.model; }
 
+/// The small settings a network's own test file adds (SmallNetRegistrar at namespace scope): a new
+/// network joins the per-network suites (gradients, fused against reference, checkpointing,
+/// channels-last, shapes) from its own test, no shared list to edit.
+inline std::vector<SmallNet>& registered_small_nets() {
+  static std::vector<SmallNet> nets;
+  return nets;
+}
+struct SmallNetRegistrar {
+  explicit SmallNetRegistrar(SmallNet net) { registered_small_nets().push_back(std::move(net)); }
+};
+
 /// One small, fast setting per network (all code paths: DS heads, shifted windows with padding,
-/// shrunken windows, v2 blocks, projection shortcuts).
+/// shrunken windows, v2 blocks, projection shortcuts): the original networks' here, then those
+/// registered by the networks' own tests. GoogleTest evaluates a suite's parameters after static
+/// initialisation, so every registration is in.
 inline std::vector<SmallNet> small_nets() {
-  return {
-      {"unet3d", {{"stages", "4"}, {"base_features", "4"}, {"max_features", "12"}}, {16, 32, 16}, 2, 3},
+  std::vector<SmallNet> nets = {
+      {"unet3d", {{"stages", "4"}, {"base_features", "4"}, {"max_features", "12"}}, {16, 32, 16}, 2, 3, true},
       {"unetr",
        {{"feature_size", "4"}, {"hidden_size", "24"}, {"mlp_dim", "48"}, {"num_heads", "4"}, {"num_layers", "4"}},
        {32, 32, 16},
@@ -38,16 +54,14 @@ inline std::vector<SmallNet> small_nets() {
       // input); stage 3 shifts along one axis only, where the window did not shrink.
       {"swin_unetr", {{"feature_size", "12"}, {"use_v2", "true"}}, {64, 32, 32}, 1, 3},
       {"resnet50", {{"blocks_per_stage", "1,1,1,1"}, {"zero_init_last", "false"}}, {64, 64}, 3, 5},
-      // Anisotropic: pools the short axis one stage less (nnU-Net's rules).
-      {"resenc_unet", {{"base_features", "4"}, {"max_features", "16"}}, {16, 32, 32}, 1, 3},
-      {"mednext_s", {{"init_filters", "4"}, {"deep_supervision", "true"}}, {16, 32, 32}, 1, 3},
-      {"segresnet_ds", {{"init_filters", "4"}, {"blocks_down", "1,2,1"}}, {16, 32, 32}, 1, 3},
       {"vit_base_patch16_224",
        {{"hidden_size", "32"}, {"mlp_dim", "64"}, {"num_heads", "4"}, {"num_layers", "2"}},
        {32, 48},
        3,
        5},
   };
+  nets.insert(nets.end(), registered_small_nets().begin(), registered_small_nets().end());
+  return nets;
 }
 
 /// small_nets()'s setting of `model`.

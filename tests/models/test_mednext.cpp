@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model_test_support.h"
 #include "reference_outputs.h"
 #include "support/test_support.h"
 #include "voxfit/core/error.h"
@@ -10,6 +11,10 @@
 
 namespace voxfit::models {
 namespace {
+
+// The per-network suites (model_test_support.h) on a small MedNeXt-S with deep supervision.
+const test::SmallNetRegistrar kSmallMedNeXt(test::SmallNet{
+    "mednext_s", {{"init_filters", "4"}, {"deep_supervision", "true"}}, {16, 32, 32}, 1, 3});
 
 class MedNeXtReference : public ::testing::TestWithParam<std::string> {};
 

@@ -9,12 +9,18 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model_test_support.h"
 #include "reference_outputs.h"
 #include "support/test_support.h"
 #include "voxfit/models/nets/resenc_unet.h"
 
 namespace voxfit::models {
 namespace {
+
+// The per-network suites (model_test_support.h) on a small ResEnc; anisotropic: it pools the short
+// axis one stage less (nnU-Net's rules).
+const test::SmallNetRegistrar kSmallResEnc(test::SmallNet{
+    "resenc_unet", {{"base_features", "4"}, {"max_features", "16"}}, {16, 32, 32}, 1, 3, true});
 
 class ResEncReference : public ::testing::TestWithParam<std::string> {};
 
