@@ -271,6 +271,35 @@ inline std::vector<std::string> tiny_train_args(const fs::path& run, int steps, 
           run.string()};
 }
 
+/// `voxfit sweep` of a tiny 3D UNet on small_cache() on the CPU, one point per budget, into `out`.
+inline std::vector<std::string> tiny_sweep_args(const fs::path& out, const std::string& budgets) {
+  return {"sweep",
+          "--device",
+          "cpu",
+          "--threads",
+          "1",
+          "--dataset",
+          small_cache().string(),
+          "--models",
+          "unet3d",
+          "--patches",
+          "16",
+          "--stages",
+          "3",
+          "--base-features",
+          "4",
+          "--max-features",
+          "8",
+          "--budgets",
+          budgets,
+          "--warmup-steps",
+          "0",
+          "--timed-steps",
+          "1",
+          "--output",
+          out.string()};
+}
+
 inline std::string join_args(const std::vector<std::string>& args) {
   std::string s;
   for (const auto& a : args) s += (s.empty() ? "'" : " '") + a + "'";

@@ -81,32 +81,7 @@ TEST_F(DiskFull, WritingACheckpointFailsCleanlyAndKeepsThePreviousOne) {
 
 TEST_F(DiskFull, AppendingSweepResultsFailsCleanlyAndKeepsEarlierEntries) {
   const fs::path out = dir() / "sweep";
-  std::vector<std::string> args{"sweep",
-                                "--device",
-                                "cpu",
-                                "--threads",
-                                "1",
-                                "--dataset",
-                                test::small_cache().string(),
-                                "--models",
-                                "unet3d",
-                                "--patches",
-                                "16",
-                                "--stages",
-                                "3",
-                                "--base-features",
-                                "4",
-                                "--max-features",
-                                "8",
-                                "--budgets",
-                                "40MiB",
-                                "--warmup-steps",
-                                "0",
-                                "--timed-steps",
-                                "1",
-                                "--output",
-                                out.string()};
-  ASSERT_EQ(test::run_child(args, dir() / "log").exit_code, 0);
+  ASSERT_EQ(test::run_child(test::tiny_sweep_args(out, "40MiB"), dir() / "log").exit_code, 0);
   const fs::path journal = out / "results.jsonl";
   const std::string entries = test::read_file(journal);
   ASSERT_EQ(test::count_lines(entries), 1u);
@@ -114,7 +89,7 @@ TEST_F(DiskFull, AppendingSweepResultsFailsCleanlyAndKeepsEarlierEntries) {
   // One more budget: its journal entries would take the files past the limit. Since each probe
   // carries its memory breakdown, the point's probe journal (probes.jsonl) reaches the limit
   // before its results.jsonl line does: either journal is the one named.
-  args[args.size() - 7] = "40MiB,48MiB";
+  const auto args = test::tiny_sweep_args(out, "40MiB,48MiB");
   test::SpawnOptions limit;
   limit.max_file_bytes = entries.size() + 16;
   const auto r = test::run_child(args, dir() / "log", limit);

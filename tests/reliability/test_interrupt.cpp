@@ -68,35 +68,6 @@ void expect_whole_log(const fs::path& run, std::int64_t last_step) {
   EXPECT_EQ(max_step, last_step);
 }
 
-/// `voxfit sweep` of a tiny 3D UNet on small_cache() on the CPU, one point per budget, into `out`.
-std::vector<std::string> tiny_sweep_args(const fs::path& out, const std::string& budgets) {
-  return {"sweep",
-          "--device",
-          "cpu",
-          "--threads",
-          "1",
-          "--dataset",
-          test::small_cache().string(),
-          "--models",
-          "unet3d",
-          "--patches",
-          "16",
-          "--stages",
-          "3",
-          "--base-features",
-          "4",
-          "--max-features",
-          "8",
-          "--budgets",
-          budgets,
-          "--warmup-steps",
-          "0",
-          "--timed-steps",
-          "1",
-          "--output",
-          out.string()};
-}
-
 class Interrupt : public test::TempDirTest {};
 
 TEST_F(Interrupt, KillNineDuringTrainingResumesFromTheLastCheckpoint) {
@@ -207,7 +178,7 @@ TEST_F(Interrupt, KillNineInsideACheckpointWriteKeepsThePreviousCheckpoint) {
 
 TEST_F(Interrupt, KillNineMidSweepResumesFromTheJournal) {
   const fs::path out = dir() / "sweep";
-  const auto args = tiny_sweep_args(out, "40MiB,48MiB,56MiB");
+  const auto args = test::tiny_sweep_args(out, "40MiB,48MiB,56MiB");
   const fs::path journal = out / "results.jsonl";
   const test::Child c = test::spawn_voxfit(args, dir() / "log");
   const bool one =
@@ -234,7 +205,7 @@ TEST_F(Interrupt, KillNineMidSweepResumesFromTheJournal) {
 
 TEST_F(Interrupt, ASecondSweepIntoABusyFolderIsRefusedAndTheFirstFinishesWhole) {
   const fs::path out = dir() / "sweep";
-  const auto args = tiny_sweep_args(out, "40MiB,48MiB");
+  const auto args = test::tiny_sweep_args(out, "40MiB,48MiB");
   const test::Child first = test::spawn_voxfit(args, dir() / "first");
   // The lock file names the first sweep once it holds the folder; it holds it until it exits.
   const std::string holder = "pid " + std::to_string(first.pid) + ":";
