@@ -17,6 +17,7 @@
 #include "voxfit/memory/budget.h"
 #include "voxfit/models/attention.h"
 #include "voxfit/models/network.h"
+#include "voxfit/models/scripted.h"
 #include "voxfit/train/step_memory.h"
 
 namespace voxfit::cli {
@@ -75,7 +76,9 @@ void describe_model(const std::string& name, const models::ModelContext& ctx, in
   row("static memory", format_bytes(static_cast<std::uint64_t>(bytes)) +
                            " for training: 16 B a parameter (fp32 weights, gradients and AdamW's two "
                            "moments); activations come on top");
-  std::printf("(output shapes follow from the architecture; no forward pass was run)\n");
+  std::printf(models::is_scripted_model(name)
+                  ? "(output shapes from one forward pass on zeros)\n"
+                  : "(output shapes follow from the architecture; no forward pass was run)\n");
 }
 
 std::string signed_bytes(std::int64_t bytes) {
@@ -112,11 +115,35 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
   const bool fused =
       kernels::kernel_mode() == kernels::KernelMode::kFused && (!req.measure_on || req.measure_on->is_cuda());
   const models::KernelPaths paths{fused, fused && kernels::lean_decoders()};
-  const memory::MemoryBreakdown predicted = train::predict_step_memory(*net, input, req.step, paths);
-  std::optional<memory::MemoryBreakdown> measured;
+  std::optional<memory::MemoryBreakdown> predicted, measured;
+  try {
+    predicted = train::predict_step_memory(*net, input, req.step, paths);
+  } catch (const UnsupportedError&) {
+    // A TorchScript network has no analytic model: it is measured, or nothing is printed.
+    if (!req.measure_on)
+      throw UnsupportedError(name + ": no analytic memory model (the built-in networks have one); --measure " +
+                             "runs training steps and prints the measured breakdown");
+  }
   if (req.measure_on) {
     const memory::ScopedBudget budget(req.budget, *req.measure_on);
     measured = train::measure_step_memory(models::make_model(name, ctx), input, *req.measure_on, req.step);
+  }
+  if (!predicted) {
+    std::printf("\nmemory of one training step: %s, %s, input %s, measured on %s: peak in %s\n",
+                train::to_string(req.step.precision).c_str(), train::to_string(req.step.optimizer.kind).c_str(),
+                models::shape_to_string(input).c_str(), measured->device.c_str(), measured->peak_phase.c_str());
+    std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
+                dtype_text(measured->statics.parameters).c_str(), dtype_text(measured->gradients).c_str(),
+                dtype_text(measured->statics.optimizer_state).c_str(), dtype_text(measured->statics.buffers).c_str());
+    std::printf("  %-26s %12s\n", "component", "measured");
+    for (const auto& p : measured->parts) std::printf("  %-26s %12s\n", p.name.c_str(), signed_bytes(p.bytes).c_str());
+    std::printf("  %-26s %12s\n", "peak", format_bytes(measured->peak_allocated).c_str());
+    std::printf("(no analytic model for this network: measured only.%s)\n",
+                models::is_scripted_model(name)
+                    ? " Activations are charged to the top-level child modules its forward calls directly; "
+                      "what it computes itself, or calls inside a branch or loop, is 'other activations'"
+                    : "");
+    return;
   }
   std::printf("\nmemory of one training step: %s, %s, input %s, %s kernels, peak predicted in %s\n",
               train::to_string(req.step.precision).c_str(), train::to_string(req.step.optimizer.kind).c_str(),
@@ -124,20 +151,20 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
               paths.lean_decoders ? "fused (GPU), lean decoders"
               : fused             ? "fused (GPU)"
                                   : "aten",
-              predicted.peak_phase.c_str());
+              predicted->peak_phase.c_str());
   std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
-              dtype_text(predicted.statics.parameters).c_str(), dtype_text(predicted.gradients).c_str(),
-              dtype_text(predicted.statics.optimizer_state).c_str(), dtype_text(predicted.statics.buffers).c_str());
+              dtype_text(predicted->statics.parameters).c_str(), dtype_text(predicted->gradients).c_str(),
+              dtype_text(predicted->statics.optimizer_state).c_str(), dtype_text(predicted->statics.buffers).c_str());
   if (!measured) {
     std::printf("  %-26s %12s\n", "component", "predicted");
-    for (const auto& p : predicted.parts) std::printf("  %-26s %12s\n", p.name.c_str(), signed_bytes(p.bytes).c_str());
-    std::printf("  %-26s %12s\n", "peak", format_bytes(predicted.peak_allocated).c_str());
+    for (const auto& p : predicted->parts) std::printf("  %-26s %12s\n", p.name.c_str(), signed_bytes(p.bytes).c_str());
+    std::printf("  %-26s %12s\n", "peak", format_bytes(predicted->peak_allocated).c_str());
     std::printf("(analytic, from shapes and dtypes; --measure runs one training step beside it)\n");
     return;
   }
   std::printf("  measured on %s: peak in %s\n", measured->device.c_str(), measured->peak_phase.c_str());
   std::printf("  %-26s %12s %12s %8s\n", "component", "predicted", "measured", "error");
-  for (const auto& row : memory::compare_breakdowns(predicted, *measured))
+  for (const auto& row : memory::compare_breakdowns(*predicted, *measured))
     std::printf("  %-26s %12s %12s %8s\n", row.name.c_str(), signed_bytes(row.predicted).c_str(),
                 signed_bytes(row.measured).c_str(), error_text(row).c_str());
 }

@@ -1,17 +1,12 @@
 #include "voxfit/io/h5_file.h"
 
-#include <ATen/Parallel.h>
 #include <H5Cpp.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +17,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/isolated.h"
 #include "voxfit/core/units.h"
 
 namespace voxfit::io {
@@ -618,72 +614,13 @@ Channels read_h5_channels(const fs::path& file, const std::string& dataset) {
 void survive_h5_read(const fs::path& file, const std::function<void()>& read, double timeout_s) {
   const char* trust = std::getenv("VOXFIT_TRUST_HDF5");
   if (trust != nullptr && std::strcmp(trust, "1") == 0) return;
-  const std::string what = file.string() + ": not a readable HDF5 volume (the HDF5 library ";
-  // The child holds the write end of a pipe and nothing else does: the parent's poll wakes the
-  // moment the child ends, however it ends.
-  int done[2];
-  if (::pipe2(done, O_CLOEXEC) != 0)
-    throw IoError(file.string() + ": cannot start the process that checks it: " + std::strerror(errno));
-  pid_t pid;
-  {
-    // Holding the lock while forking: no other thread is inside HDF5, so the child's copy of the
-    // library is in a consistent state.
-    const auto lock = h5_lock();
-    std::fflush(nullptr);
-    pid = ::fork();
-    if (pid == 0) {
-      // Only this thread exists in the child, and the lock it inherited belongs to the parent's
-      // copy of it; start the child with a fresh one. Torch's thread pool does not survive a
-      // fork either: tensor work stays on this thread.
-      ::close(done[0]);
-      new (&h5_mutex()) std::recursive_mutex();
-      const int null = ::open("/dev/null", O_WRONLY);
-      if (null >= 0) {
-        ::dup2(null, STDOUT_FILENO);
-        ::dup2(null, STDERR_FILENO);
-      }
-      at::set_num_threads(1);
-      try {
-        read();
-      } catch (...) {
-        // An error HDF5 reported: the parent's own read names it.
-      }
-      ::_exit(0);
-    }
-  }
-  ::close(done[1]);
-  if (pid < 0) {
-    ::close(done[0]);
-    throw IoError(file.string() + ": cannot start the process that checks it: " + std::strerror(errno));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  bool ended = false;
-  while (!ended) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{done[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1 << 30)));
-    ended = r > 0;
-  }
-  ::close(done[0]);
-  int status = 0;
-  if (!ended) {
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
-    throw IoError(what + "hung on it: still reading after " + seconds + " s)");
-  }
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw IoError(file.string() + ": lost the process that checks it: " + std::strerror(errno));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  const std::string how = WIFSIGNALED(status)
-                              ? "signal " + std::to_string(WTERMSIG(status)) + ", " + ::strsignal(WTERMSIG(status))
-                              : "exit status " + std::to_string(WEXITSTATUS(status));
-  throw IoError(what + "crashed on it: " + how + ")");
+  // The lock is held across the fork: no other thread is inside HDF5, so the child's copy of the
+  // library is in a consistent state. The child's inherited lock belongs to the parent's copy of it;
+  // it starts with a fresh one.
+  core::survive_in_child(
+      file.string() + ": not a readable HDF5 volume (the HDF5 library ", read, timeout_s,
+      [] { return std::make_shared<std::unique_lock<std::recursive_mutex>>(h5_lock()); },
+      [] { new (&h5_mutex()) std::recursive_mutex(); });
 }
 
 void survive_h5_case(const fs::path& file, const H5Names& names) {

@@ -9,6 +9,7 @@
 
 #include "voxfit/core/error.h"
 #include "voxfit/models/network.h"
+#include "voxfit/models/scripted.h"
 #include "voxfit_model_entries.h"  // generated: generated_model_entries()
 
 #include "registry_support.h"
@@ -37,12 +38,13 @@ const std::vector<ModelEntry>& registry() {
 }
 
 const ModelEntry& find_model(const std::string& name) {
+  if (is_scripted_model(name)) return scripted_entry(name);
   std::string known;
   for (const auto& e : registry()) {
     if (e.name == name) return e;
     known += (known.empty() ? "" : ", ") + e.name;
   }
-  throw ConfigError("unknown model '" + name + "' (known: " + known + ")");
+  throw ConfigError("unknown model '" + name + "' (known: " + known + "; or a TorchScript file, e.g. ./net.ts)");
 }
 
 bool resolve_channels_last(const ModelEntry& entry, std::optional<bool> requested, const torch::Device& device) {

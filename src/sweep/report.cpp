@@ -1,6 +1,7 @@
 #include "voxfit/sweep/report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -95,8 +96,9 @@ std::string write_plots(const std::vector<const PointResult*>& entries, const fs
     const std::string style = "' index i with linespoints lc ((i - " + std::to_string(first) + ") % 8) + 1 pt ((i - " +
                               std::to_string(first) + ") % 13) + 1 title t(i)\n";
     const std::string of = split ? ": " + g.label : "";
-    std::string stem = split ? "-" + g.label : "";  // "-unetr-96x96x96"
-    std::replace(stem.begin(), stem.end(), ' ', '-');
+    std::string stem = split ? "-" + g.label : "";  // "-unetr-96x96x96"; a TorchScript file's path too
+    for (char& c : stem)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '-';
     const fs::path memory_png = dir / ("memory" + stem + ".png"), throughput_png = dir / ("throughput" + stem + ".png");
     gp << script.output(memory_png) << "set ylabel 'peak reserved (GiB)'\n"
        << "set title 'Peak memory against batch" << of << " (horizontal: usable memory of each budget)'\nplot "

@@ -11,6 +11,7 @@
 
 #include "voxfit/core/atomic_file.h"
 #include "voxfit/core/error.h"
+#include "voxfit/models/scripted.h"
 
 namespace voxfit::train {
 
@@ -164,6 +165,9 @@ CheckpointModel checkpoint_model(const fs::path& path, const CheckpointMeta& met
     const auto c = nlohmann::json::parse(meta.config_json);
     CheckpointModel m;
     m.model = c.at("model").get<std::string>();
+    // A TorchScript network's copy lies beside the checkpoint (train's run folder).
+    if (models::is_scripted_model(m.model) && fs::path(m.model).is_relative())
+      m.model = (path.parent_path() / m.model).string();
     models::ModelContext& ctx = m.context;
     ctx.in_channels = c.at("in_channels").get<int>();
     ctx.num_classes = c.at("classes").get<int>();

@@ -16,6 +16,7 @@
 #include "voxfit/core/host_memory.h"
 #include "voxfit/core/provenance.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/core/sha256.h"
 #include "voxfit/core/units.h"
 #include "voxfit/data/plan.h"
 #include "voxfit/data/preprocess.h"
@@ -25,6 +26,7 @@
 #include "voxfit/memory/memory_snapshot.h"
 #include "voxfit/memory/memory_tracker.h"
 #include "voxfit/memory/oom.h"
+#include "voxfit/models/scripted.h"
 #include "voxfit/train/checkpoint.h"
 #include "voxfit/train/run_log.h"
 #include "voxfit/train/step_memory.h"
@@ -40,41 +42,51 @@ void sync(torch::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? 0 : device.index());
 }
 
+// A run of a TorchScript network keeps a copy of the file under this name beside config.json, whose
+// "model" names it (checkpoint_model reads it from the checkpoint's folder) and whose "model_file"
+// holds the source's path and SHA-256: predict, export and --resume need nothing else.
+constexpr const char* kScriptedCopy = "network.ts";
+
 nlohmann::json config_json(const TrainOptions& o, const data::Plan& plan) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [k, v] : o.model_context.params) params[k] = v;
-  return {{"voxfit", voxfit_version()},
-          {"torch", torch_version()},
-          {"provenance", provenance(o.device)},
-          {"cache", fs::absolute(o.cache_dir).string()},
-          {"dataset", plan.dataset_name},
-          {"model", o.model},
-          {"model_params", params},
-          {"in_channels", o.model_context.in_channels},
-          {"classes", o.model_context.num_classes},
-          {"patch", o.model_context.patch},
-          {"attention", models::to_string(o.model_context.attention)},
-          {"checkpoint", models::to_string(o.model_context.checkpoint)},
-          {"channels_last", o.model_context.channels_last},
-          {"kernels", kernels::to_string(kernels::kernel_mode())},
-          {"lean_decoders", kernels::lean_decoders()},
-          {"batch", o.batch},
-          {"steps", o.steps},
-          {"precision", to_string(o.step.precision)},
-          {"optimizer", to_string(o.step.optimizer.kind)},
-          {"lr", o.step.optimizer.lr},
-          {"weight_decay", o.step.optimizer.weight_decay},
-          {"clip_grad_norm", o.step.optimizer.clip_grad_norm},
-          {"schedule", to_string(o.schedule.kind)},
-          {"oversample", o.loader.oversample_foreground},
-          {"augment",
-           {{"enabled", o.loader.augment.enabled},
-            {"flip_probability", o.loader.augment.flip_probability},
-            {"intensity", o.loader.augment.enabled && o.loader.augment.intensity},
-            {"spatial", o.step.spatial_augment.has_value()}}},
-          {"seed", o.seed},
-          {"device", o.device.str()},
-          {"budget", o.budget.label()}};
+  const bool scripted = models::is_scripted_model(o.model);
+  nlohmann::json config = {{"voxfit", voxfit_version()},
+                           {"torch", torch_version()},
+                           {"provenance", provenance(o.device)},
+                           {"cache", fs::absolute(o.cache_dir).string()},
+                           {"dataset", plan.dataset_name},
+                           {"model", scripted ? std::string(kScriptedCopy) : o.model},
+                           {"model_params", params},
+                           {"in_channels", o.model_context.in_channels},
+                           {"classes", o.model_context.num_classes},
+                           {"patch", o.model_context.patch},
+                           {"attention", models::to_string(o.model_context.attention)},
+                           {"checkpoint", models::to_string(o.model_context.checkpoint)},
+                           {"channels_last", o.model_context.channels_last},
+                           {"kernels", kernels::to_string(kernels::kernel_mode())},
+                           {"lean_decoders", kernels::lean_decoders()},
+                           {"batch", o.batch},
+                           {"steps", o.steps},
+                           {"precision", to_string(o.step.precision)},
+                           {"optimizer", to_string(o.step.optimizer.kind)},
+                           {"lr", o.step.optimizer.lr},
+                           {"weight_decay", o.step.optimizer.weight_decay},
+                           {"clip_grad_norm", o.step.optimizer.clip_grad_norm},
+                           {"schedule", to_string(o.schedule.kind)},
+                           {"oversample", o.loader.oversample_foreground},
+                           {"augment",
+                            {{"enabled", o.loader.augment.enabled},
+                             {"flip_probability", o.loader.augment.flip_probability},
+                             {"intensity", o.loader.augment.enabled && o.loader.augment.intensity},
+                             {"spatial", o.step.spatial_augment.has_value()}}},
+                           {"seed", o.seed},
+                           {"device", o.device.str()},
+                           {"budget", o.budget.label()}};
+  if (scripted)
+    config["model_file"] = {{"source", fs::absolute(o.model).lexically_normal().string()},
+                            {"sha256", core::sha256_file(o.model)}};
+  return config;
 }
 
 // A resumed run must be the same run: these settings decide the weights.
@@ -85,6 +97,13 @@ void check_resumable(const nlohmann::json& saved, const nlohmann::json& now, con
       throw ConfigError(ckpt.string() + ": cannot resume: '" + key + "' was " +
                         saved.value(key, nlohmann::json()).dump() + ", now " + now[key].dump());
   }
+  const auto hash = [](const nlohmann::json& c) {
+    return c.value("model_file", nlohmann::json::object()).value("sha256", "");
+  };
+  if (hash(saved) != hash(now))
+    throw ConfigError(ckpt.string() +
+                      ": cannot resume: the TorchScript file differs from the one the run trained (SHA-256 " +
+                      hash(saved) + ", now " + hash(now) + ")");
   // Runs from before the split was recorded have none to compare.
   if (saved.contains("split") && saved["split"] != now["split"])
     throw ConfigError(ckpt.string() + ": cannot resume: the split was " + saved["split"].value("source", "") +
@@ -170,6 +189,13 @@ CheckpointMeta open_run(const TrainOptions& o, const nlohmann::json& config, con
   } else if (main_rank) {
     fs::create_directories(o.output_dir);
     write_file_atomic(o.output_dir / "config.json", config.dump(2) + "\n");
+    if (models::is_scripted_model(o.model)) {
+      AtomicPath copy(o.output_dir / kScriptedCopy);
+      std::error_code ec;
+      fs::copy_file(o.model, copy.temp(), fs::copy_options::overwrite_existing, ec);
+      if (ec) throw IoError(copy.final_path().string() + ": cannot copy " + o.model + " there: " + ec.message());
+      copy.commit();
+    }
     fs::copy_file(o.cache_dir / "plan.json", o.output_dir / "plan.json", fs::copy_options::overwrite_existing);
     data::write_splits_json(o.output_dir / "splits.json", split.folds);
   }

@@ -72,8 +72,8 @@ inline constexpr bool kHasFusedSgd = VOXFIT_TORCH_AT_LEAST(2, 4);
 /// LibTorch's fused SGD over tensor lists, PyTorch's update (weight decay added to the gradient,
 /// buf = momentum * buf + grad, Nesterov's grad + momentum * buf; dampening 0) with a momentum
 /// buffer that starts at zero, which with dampening 0 is the same as starting it at the first
-/// gradient; skips the update where `found_inf` is non-zero. `lr`: a double or a [] float32 tensor on the parameters' device.
-/// Returns false (and does nothing) where this LibTorch lacks it.
+/// gradient; skips the update where `found_inf` is non-zero. `lr`: a double or a [] float32 tensor on the parameters'
+/// device. Returns false (and does nothing) where this LibTorch lacks it.
 template <typename Lr>
 inline bool fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, const Lr& lr,
                       double momentum, double weight_decay, bool nesterov, const c10::optional<at::Tensor>& found_inf) {

@@ -157,7 +157,8 @@ bool resolve_channels_last(const ModelEntry& entry, std::optional<bool> requeste
 /// Every network of src/models/nets/ (each file's entry, listed by CMake at configure time), in
 /// the order `voxfit models` lists them (ModelEntry::listing_order).
 const std::vector<ModelEntry>& registry();
-/// The entry of `name`; throws ConfigError listing the known names.
+/// The entry of `name`, or of the TorchScript file `name` names (models/scripted.h: a path, or a
+/// name ending in .ts, .pt, .pth or .jit); throws ConfigError listing the known names.
 const ModelEntry& find_model(const std::string& name);
 /// Builds `name` for `ctx` (validates params and shapes; throws ConfigError / ModelError).
 /// Start `ctx` from find_model(name).defaults so the 2D nets get their own channels and size.

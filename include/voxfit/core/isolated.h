@@ -1,0 +1,21 @@
+#pragma once
+// A reader that may crash the process on a hostile file (HDF5's, TorchScript's) first reads it in a
+// forked child: the parent learns whether the read survives before it reads the file itself.
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace voxfit::core {
+
+/// Runs `work` in a forked child (its stdout and stderr to /dev/null, one torch thread) and waits
+/// at most `timeout_s`. Returns when the child exits normally; throws IoError "`what`crashed on it:
+/// signal 11, Segmentation fault)" or "`what`hung on it: still reading after N s)" otherwise (the
+/// child is killed), or naming `what` when no child can be started. `work` reports errors by
+/// throwing: the child ignores them (the parent's own read names them). `fork_guard`, where given,
+/// is held across the fork (a lock the reader needs consistent in the child); `in_child` runs first
+/// in the child (to reset such a lock).
+void survive_in_child(const std::string& what, const std::function<void()>& work, double timeout_s,
+                      const std::function<std::shared_ptr<void>()>& fork_guard = {},
+                      const std::function<void()>& in_child = {});
+
+}  // namespace voxfit::core

@@ -1,0 +1,317 @@
+// A TorchScript file as a voxfit network (issue 49): loaded in a child process first (a damaged
+// archive must not crash voxfit), its tensors registered once each under their Python names, its
+// forward instrumented so that the memory breakdown charges each top-level child, and its entry
+// checked with one small forward per context before anything trains.
+#include "voxfit/models/scripted.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/library.h>
+#include <torch/script.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "voxfit/core/block_scope.h"
+#include "voxfit/core/error.h"
+#include "voxfit/core/isolated.h"
+#include "voxfit/core/runtime.h"
+
+namespace voxfit::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The block marks the instrumented forward calls around each top-level child (their alias analysis
+// is conservative: they have side effects, so no pass drops or moves them).
+void enter_block(const std::string& name) {
+  if (auto* observer = core::block_observer()) observer->enter_block(name);
+}
+void leave_block(const std::string& name) {
+  if (auto* observer = core::block_observer()) observer->leave_block(name);
+}
+
+TORCH_LIBRARY(voxfit, m) {
+  m.def(torch::schema("voxfit::enter_block(str name) -> ()", c10::AliasAnalysisKind::CONSERVATIVE), &enter_block);
+  m.def(torch::schema("voxfit::leave_block(str name) -> ()", c10::AliasAnalysisKind::CONSERVATIVE), &leave_block);
+}
+
+// The line of an error that says what went wrong: TorchScript's ends with "RuntimeError: ...",
+// after the interpreter's traceback (and LibTorch's own C++ one, where enabled).
+std::string last_line(const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  std::istringstream lines(c10 ? c10->what_without_backtrace() : e.what());
+  std::string line, named, last;
+  static const std::regex kNamed(R"(^\s*[A-Za-z_.]*(Error|Exception): .*)");
+  while (std::getline(lines, line)) {
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.rfind("Exception raised from", 0) == 0) break;  // LibTorch's C++ backtrace follows
+    last = line;
+    if (std::regex_match(line, kNamed)) named = line;
+  }
+  std::string out = named.empty() ? last : named;
+  out = out.substr(std::min(out.size(), out.find_first_not_of(" \t")));
+  if (out.rfind("builtins.", 0) == 0) out = out.substr(9);  // Python's own exceptions, as Python prints them
+  return out.empty() ? std::string("(no message)") : out;
+}
+
+// What is wrong with a file torch::jit::load refused, in words.
+std::string load_problem(const std::string& bytes, const std::exception& e) {
+  const std::string what = e.what();
+  std::smatch m;
+  if (std::regex_search(
+          what, m, std::regex(R"(file with version (\d+), but the maximum supported version for reading is (\d+))")))
+    return "written by a newer torch than this build's LibTorch " + torch_version() +
+           " reads (archive format version " + m[1].str() + "; it reads up to " + m[2].str() +
+           "): save it with a torch <= " + torch_version() + " or build voxfit on a newer LibTorch";
+  const bool zip = bytes.rfind("PK\x03\x04", 0) == 0;
+  if (!zip) return "not a TorchScript archive (torch.jit.script(net).save(path) writes one; this is not a zip archive)";
+  if (what.find("central directory") != std::string::npos || what.find("failed reading zip") != std::string::npos ||
+      what.find("invalid header") != std::string::npos)
+    return "a damaged TorchScript archive (the zip archive is truncated or corrupt)";
+  if (what.find("constants.pkl") != std::string::npos || what.find("code/") != std::string::npos)
+    return "a PyTorch archive that holds no TorchScript module (torch.save writes weights; voxfit needs "
+           "torch.jit.script(net).save(path))";
+  return "not a TorchScript module this LibTorch " + torch_version() + " can read: " + last_line(e);
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw IoError(path.string() + ": no such TorchScript file");
+  if (!fs::is_regular_file(path, ec)) throw IoError(path.string() + ": not a file (a TorchScript file was expected)");
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) throw IoError(path.string() + ": cannot be read");
+  if (bytes.empty()) throw IoError(path.string() + ": empty file (a TorchScript archive was expected)");
+  return bytes;
+}
+
+torch::jit::Module load_bytes(const std::string& file, const std::string& bytes) {
+  try {
+    std::istringstream in(bytes);
+    return torch::jit::load(in, torch::kCPU);
+  } catch (const std::exception& e) {
+    throw IoError(file + ": " + load_problem(bytes, e));
+  }
+}
+
+// The name each top-level child call gets in the memory breakdown: the child's attribute name.
+// Calls of children of `self` at the top level of forward() get enter/leave marks around them;
+// calls inside branches or loops, and what forward computes itself, stay unmarked.
+std::vector<std::string> mark_children(torch::jit::Module& module) {
+  std::vector<std::string> marked;
+  if (!module.find_method("forward")) return marked;
+  const auto graph = module.get_method("forward").graph();
+  torch::jit::Value* self = graph->inputs().at(0);
+  std::vector<std::pair<torch::jit::Node*, std::string>> calls;
+  for (torch::jit::Node* node : graph->nodes()) {
+    if (node->kind() != c10::prim::CallMethod || node->s(c10::attr::name) != "forward") continue;
+    torch::jit::Node* owner = node->input(0)->node();
+    if (owner->kind() != c10::prim::GetAttr || owner->input(0) != self) continue;
+    calls.emplace_back(node, owner->s(c10::attr::name));
+  }
+  static const auto kEnter = c10::Symbol::fromQualString("voxfit::enter_block");
+  static const auto kLeave = c10::Symbol::fromQualString("voxfit::leave_block");
+  for (const auto& [node, name] : calls) {
+    {
+      torch::jit::WithInsertPoint at(node);
+      graph->insert(kEnter, {graph->insertConstant(name)});
+    }
+    torch::jit::WithInsertPoint after(node->next());
+    graph->insert(kLeave, {graph->insertConstant(name)});
+    marked.push_back(name);
+  }
+  return marked;
+}
+
+// The holder module of a dotted name's prefix ("encoder.0.conv.weight" -> encoder/0/conv), made
+// on first use, so that the registered tensor's name is the module's own.
+torch::nn::Module& holder_of(torch::nn::Module& root, const std::string& dotted, std::string& leaf) {
+  torch::nn::Module* at = &root;
+  std::string rest = dotted;
+  for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
+    const std::string part = rest.substr(0, dot);
+    rest = rest.substr(dot + 1);
+    auto children = at->named_children();
+    if (auto* found = children.find(part))
+      at = found->get();
+    else
+      at = at->register_module(part, std::make_shared<torch::nn::Module>(part)).get();
+  }
+  leaf = rest;
+  return *at;
+}
+
+// One forward in eval mode at batch 1 on zeros of the context's shape: the network must take the
+// dataset's channels and return [1, classes, patch] logits. Throws naming the file.
+void check_forward(ScriptedNetworkImpl& net, const std::string& file, const ModelContext& ctx) {
+  std::vector<int64_t> shape = {1, ctx.in_channels};
+  shape.insert(shape.end(), ctx.patch.begin(), ctx.patch.end());
+  const bool was_training = net.is_training();
+  net.train(false);
+  std::vector<torch::Tensor> out;
+  {
+    torch::NoGradGuard no_grad;
+    out = net.forward(torch::zeros(shape));
+  }
+  net.train(was_training);
+  const auto got = out.front().sizes().vec();
+  if (got.size() != shape.size())
+    throw ModelError(file + ": the forward returns a tensor of shape " + shape_to_string(got) + " for an input of " +
+                     shape_to_string(shape) + "; voxfit trains [batch, classes, D, H, W] logits");
+  if (!std::equal(got.begin() + 2, got.end(), shape.begin() + 2))
+    throw ModelError(file + ": the forward returns logits of shape " + shape_to_string(got) + " for an input of " +
+                     shape_to_string(shape) + "; segmentation logits need the input's spatial size");
+  if (got[1] != ctx.num_classes)
+    throw ConfigError(file + ": the network predicts " + std::to_string(got[1]) + " classes, the dataset has " +
+                      std::to_string(ctx.num_classes) + " (its labels' classes, background included)");
+}
+
+}  // namespace
+
+bool is_scripted_model(const std::string& model) {
+  if (model.find('/') != std::string::npos) return true;
+  const std::string ext = fs::path(model).extension().string();
+  return ext == ".ts" || ext == ".pt" || ext == ".pth" || ext == ".jit";
+}
+
+torch::jit::Module load_scripted(const fs::path& path) {
+  const std::string bytes = read_bytes(path);
+  // LibTorch's reader trusts the archive it reads: try it where a crash costs nothing first.
+  core::survive_in_child(
+      path.string() + ": not a readable TorchScript archive (LibTorch's reader ",
+      [&] { (void)load_bytes(path.string(), bytes); }, 120);
+  return load_bytes(path.string(), bytes);
+}
+
+ScriptedNetworkImpl::ScriptedNetworkImpl(torch::jit::Module module, std::string file)
+    : module_(std::move(module)), file_(std::move(file)) {
+  // A tensor listed under several paths (a shared submodule) is registered once, under its first.
+  std::map<const c10::TensorImpl*, std::string> first;
+  const auto add = [&](const std::string& name, const torch::Tensor& t, bool parameter) {
+    if (!t.defined()) return;
+    const auto [it, fresh] = first.emplace(t.unsafeGetTensorImpl(), name);
+    if (!fresh) {
+      aliases_[it->second].push_back(name);
+      return;
+    }
+    std::string leaf;
+    torch::nn::Module& holder = holder_of(*this, name, leaf);
+    if (parameter)
+      holder.register_parameter(leaf, t, t.requires_grad());
+    else
+      holder.register_buffer(leaf, t);
+  };
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+    ++listed_entries_;
+    add(p.name, p.value, true);
+  }
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) add(b.name, b.value, false);
+  children_ = mark_children(module_);
+  module_.train(is_training());
+}
+
+std::vector<torch::Tensor> ScriptedNetworkImpl::forward(const torch::Tensor& x) {
+  c10::IValue out;
+  try {
+    // Without top-level children to charge, the whole forward is one block.
+    std::optional<core::BlockScope> whole;
+    if (children_.empty()) whole.emplace("forward");
+    out = module_.forward({x});
+  } catch (const c10::OutOfMemoryError&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string line = last_line(e);
+    // The interpreter rethrows an allocation failure as a plain error: it stays one (the sweep's
+    // and the trainer's out-of-memory handling read it).
+    if (line.find("out of memory") != std::string::npos || line.find("ALLOC_FAILED") != std::string::npos) throw;
+    throw ModelError(file_ + ": the forward fails on an input of " + shape_to_string(x.sizes().vec()) + ": " + line);
+  }
+  std::vector<torch::Tensor> outputs;
+  const auto take = [&](const c10::IValue& v) {
+    if (!v.isTensor())
+      throw ModelError(file_ + ": the forward returns a " + v.tagKind() +
+                       " among its outputs; voxfit trains a tensor or a list or tuple of tensors");
+    outputs.push_back(v.toTensor());
+  };
+  if (out.isTensor())
+    take(out);
+  else if (out.isTuple())
+    for (const auto& v : out.toTupleRef().elements()) take(v);
+  else if (out.isList())
+    for (const auto& v : out.toListRef()) take(v);
+  else
+    throw ModelError(file_ + ": the forward returns a " + out.tagKind() +
+                     "; voxfit trains a tensor or a list or tuple of tensors");
+  if (outputs.empty()) throw ModelError(file_ + ": the forward returns an empty list; voxfit needs the logits");
+  for (const auto& o : outputs)
+    if (o.dim() != x.dim() || o.size(0) != x.size(0) || o.size(1) != outputs.front().size(1))
+      throw ModelError(
+          file_ + ": the forward returns a tensor of shape " + shape_to_string(o.sizes().vec()) + " for an input of " +
+          shape_to_string(x.sizes().vec()) +
+          "; voxfit trains [batch, classes, D, H, W] logits (and lower-resolution ones of the same classes)");
+  if (!is_training()) outputs.resize(1);
+  return outputs;
+}
+
+void ScriptedNetworkImpl::check_input(const std::vector<int64_t>& shape) const {
+  if (shape.size() != 5)
+    throw ModelError(file_ + ": expects [batch, channels, D, H, W] input, got " + shape_to_string(shape));
+}
+
+void ScriptedNetworkImpl::train(bool on) {
+  NetworkImpl::train(on);
+  module_.train(on);
+}
+
+const ModelEntry& scripted_entry(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<ModelEntry>> entries;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = entries[path];
+  if (slot) return *slot;
+
+  const fs::path file = path;
+  const auto probe = std::make_shared<ScriptedNetworkImpl>(load_scripted(file), path);
+  auto entry = std::make_unique<ModelEntry>();
+  entry->name = path;
+  entry->summary = "TorchScript network " + file.filename().string();
+  entry->reference_parameters = count_parameters(*probe);
+  entry->recipe.optimizer = "adamw";
+  // Each context's first build runs one check forward (channels, classes, output shape).
+  auto checked = std::make_shared<std::set<std::string>>();
+  entry->make = [path, checked](const ModelContext& ctx) -> Network {
+    auto net = std::make_shared<ScriptedNetworkImpl>(load_scripted(path), path);
+    const std::string key =
+        std::to_string(ctx.in_channels) + "|" + std::to_string(ctx.num_classes) + "|" + shape_to_string(ctx.patch);
+    static std::mutex check_mutex;
+    const std::lock_guard<std::mutex> check_lock(check_mutex);
+    if (!checked->count(key)) {
+      check_forward(*net, path, ctx);
+      checked->insert(key);
+    }
+    return net;
+  };
+  ReferenceImplementation ref;
+  ref.framework = "torchscript";
+  ref.name = [](const std::string& name) { return name; };
+  ref.constructor = [path](const ModelContext&, const std::map<std::string, std::string>&) {
+    return nlohmann::json{{"class", "torch.jit.load"}, {"kwargs", {{"f", fs::absolute(path).string()}}}};
+  };
+  ref.aliases = [aliases = probe->aliases()](const std::string& key) {
+    const auto it = aliases.find(key);
+    return it == aliases.end() ? std::vector<std::string>{} : it->second;
+  };
+  entry->reference = std::move(ref);
+  slot = std::move(entry);
+  return *slot;
+}
+
+}  // namespace voxfit::models
