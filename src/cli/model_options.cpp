@@ -124,7 +124,8 @@ std::map<std::string, std::string> architecture_params_from(const po::variables_
     if (!own) {
       std::string names;
       for (const auto& p : entry.params) names += (names.empty() ? "" : ", ") + ("--" + dashed(p.name));
-      throw ConfigError("--" + key + " is not a parameter of " + model + " (its parameters: " + names + ")");
+      throw ConfigError("--" + key + " is not a parameter of " + model +
+                        (names.empty() ? " (it has none)" : " (its parameters: " + names + ")"));
     }
     params[name] = vm[key].as<std::string>();
   }

@@ -9,8 +9,7 @@ std::int64_t conv_weights(std::int64_t in, std::int64_t out, std::int64_t kernel
 }
 
 void conv_norm_act(Tally& t, std::int64_t in, std::int64_t out, std::int64_t in_voxels, std::int64_t voxels,
-                   ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine,
-                   NormOut norm_out) {
+                   ScalarType in_dtype, std::int64_t kernel, bool bias, bool affine, NormOut norm_out) {
   conv_norm_act_weights(t, conv_weights(in, out, kernel, bias), in, out, in_voxels, voxels, in_dtype, affine, norm_out);
 }
 

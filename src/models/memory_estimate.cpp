@@ -46,7 +46,8 @@ ActivationEstimate estimate_activations(const NetworkImpl& net, const std::vecto
                                         c10::ScalarType compute, const KernelPaths& paths) {
   net.check_input(input_shape);
   auto est = net.saved_activations(input_shape, compute, paths, std::nullopt);
-  if (!est) throw UnsupportedError("no analytic memory model for this network (voxfit models lists those that have one)");
+  if (!est)
+    throw UnsupportedError("no analytic memory model for this network (voxfit models lists those that have one)");
   // A checkpointed block keeps less than it would unchecked; what it would keep is what its
   // recomputation makes again in backward.
   const ActivationEstimate full = *net.saved_activations(input_shape, compute, paths, CheckpointMode::kNone);

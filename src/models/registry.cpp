@@ -59,7 +59,8 @@ Network make_model(const std::string& name, const ModelContext& ctx) {
     if (!declared) {
       std::string names;
       for (const auto& p : entry.params) names += (names.empty() ? "" : ", ") + option_name(p.name);
-      throw ConfigError(option_name(key) + " is not a parameter of " + name + " (its parameters: " + names + ")");
+      throw ConfigError(option_name(key) + " is not a parameter of " + name +
+                        (names.empty() ? " (it has none)" : " (its parameters: " + names + ")"));
     }
   }
   if (ctx.in_channels < 1) throw ConfigError("--in-channels must be >= 1, got " + std::to_string(ctx.in_channels));

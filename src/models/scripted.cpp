@@ -94,12 +94,17 @@ std::string read_bytes(const fs::path& path) {
 }
 
 torch::jit::Module load_bytes(const std::string& file, const std::string& bytes) {
+  torch::jit::Module module;
   try {
     std::istringstream in(bytes);
-    return torch::jit::load(in, torch::kCPU);
+    module = torch::jit::load(in, torch::kCPU);
   } catch (const std::exception& e) {
     throw IoError(file + ": " + load_problem(bytes, e));
   }
+  // LibTorch's torch::save writes tensors as attributes of a module without methods.
+  if (!module.find_method("forward"))
+    throw IoError(file + ": a TorchScript archive without a forward method (saved weights, not a network?)");
+  return module;
 }
 
 // The name each top-level child call gets in the memory breakdown: the child's attribute name.
@@ -107,7 +112,6 @@ torch::jit::Module load_bytes(const std::string& file, const std::string& bytes)
 // calls inside branches or loops, and what forward computes itself, stay unmarked.
 std::vector<std::string> mark_children(torch::jit::Module& module) {
   std::vector<std::string> marked;
-  if (!module.find_method("forward")) return marked;
   const auto graph = module.get_method("forward").graph();
   torch::jit::Value* self = graph->inputs().at(0);
   std::vector<std::pair<torch::jit::Node*, std::string>> calls;

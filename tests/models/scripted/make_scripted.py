@@ -15,8 +15,12 @@ and networks that are wrong in one way each:
   future.ts      dynunet.ts with the archive's format version raised to 99 (saved by a "future" torch)
   truncated.ts   the first half of dynunet.ts
   not_archive.ts a text file
+  weights.pt     torch.save of dynunet's state dict (weights, not a network)
+and scripted.json: per good network, its parameter count (each tensor once, as Python counts) and its
+state dict's keys (a shared tensor under each of its names, as Python's state_dict lists them).
   PYTHONPATH=../shared/peers python3 tests/models/scripted/make_scripted.py
 """
+import json
 import os
 import zipfile
 from typing import List
@@ -81,11 +85,15 @@ class HalfSize(nn.Module):
         return self.conv(x)
 
 
+META = {}
+
+
 def save(name, net):
     torch.manual_seed(0)
     net = net()
     path = os.path.join(HERE, name)
     torch.jit.script(net).save(path)
+    META[name] = {"parameters": sum(p.numel() for p in net.parameters()), "state_dict_keys": sorted(net.state_dict())}
     return path
 
 
@@ -108,8 +116,14 @@ def main():
         whole = f.read()
     with open(os.path.join(HERE, "truncated.ts"), "wb") as f:
         f.write(whole[: len(whole) // 2])
+    torch.manual_seed(0)
+    torch.save(dynunet().state_dict(), os.path.join(HERE, "weights.pt"))
     with open(os.path.join(HERE, "not_archive.ts"), "w") as f:
         f.write("this is not a TorchScript archive\n")
+    good = {k: v for k, v in META.items() if k in ("dynunet.ts", "two_scale.ts", "unetr.ts")}
+    with open(os.path.join(HERE, "scripted.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "networks": good}, f, indent=1)
+        f.write("\n")
 
 
 if __name__ == "__main__":

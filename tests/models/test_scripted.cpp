@@ -1,0 +1,198 @@
+// A TorchScript network as voxfit's network (models/scripted.h, issue 49), on the fixtures of
+// tests/models/scripted/ (make_scripted.py: small MONAI networks scripted by torch 2.11, and
+// networks wrong in one way each): its tensors counted and stepped once each, three training steps
+// against the same steps in PyTorch, and every bad file refused in one line before anything runs.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "support/test_support.h"
+#include "voxfit/core/error.h"
+#include "voxfit/models/scripted.h"
+#include "voxfit/train/train_step.h"
+
+namespace voxfit::models {
+namespace scripted_test {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "models" / "scripted" / name; }
+
+nlohmann::json fixture_meta(const std::string& name) {
+  std::ifstream in(fixture("scripted.json"));
+  return nlohmann::json::parse(in).at("networks").at(name);
+}
+
+ModelContext context(int64_t patch = 32, int classes = 4) {
+  ModelContext ctx;
+  ctx.in_channels = 1;
+  ctx.num_classes = classes;
+  ctx.patch = {patch, patch, patch};
+  return ctx;
+}
+
+// The closed-formula batch of train_steps.py: image sin(0.1 i), label 7 i mod classes.
+data::Batch formula_batch(const std::vector<int64_t>& shape, int64_t classes) {
+  int64_t n = 1;
+  for (const auto s : shape) n *= s;
+  data::Batch b;
+  b.image = torch::arange(n, torch::kFloat).mul(0.1).sin().reshape(shape);
+  std::vector<int64_t> label_shape = shape;
+  label_shape[1] = 1;
+  b.label = torch::arange(n / shape[1], torch::kLong).mul(7).remainder(classes).reshape(label_shape);
+  return b;
+}
+
+train::StepOptions plain_adamw() {
+  train::StepOptions o;
+  o.spatial_augment.reset();
+  return o;
+}
+
+TEST(Scripted, NamesAreFilesAndLoadAsNetworksWithPythonsCount) {
+  EXPECT_TRUE(is_scripted_model("net.ts"));
+  EXPECT_TRUE(is_scripted_model("runs/a/network"));
+  EXPECT_TRUE(is_scripted_model("model.pt"));
+  EXPECT_FALSE(is_scripted_model("unetr"));
+  EXPECT_FALSE(is_scripted_model("resenc_unet"));
+  for (const char* name : {"dynunet.ts", "unetr.ts", "two_scale.ts"}) {
+    const Network net = make_model(fixture(name).string(), context());
+    EXPECT_EQ(count_parameters(*net), fixture_meta(name).at("parameters").get<int64_t>()) << name;
+    EXPECT_EQ(find_model(fixture(name).string()).reference_parameters, count_parameters(*net)) << name;
+  }
+}
+
+TEST(Scripted, SharedTensorsAreRegisteredAndSteppedOnce) {
+  const Network net = make_model(fixture("dynunet.ts").string(), context());
+  const auto& scripted = dynamic_cast<const ScriptedNetworkImpl&>(*net);
+  // LibTorch lists a shared submodule's tensors under each path; voxfit registers each once.
+  const auto params = net->parameters();
+  std::set<const c10::TensorImpl*> distinct;
+  for (const auto& p : params) distinct.insert(p.unsafeGetTensorImpl());
+  EXPECT_EQ(distinct.size(), params.size());
+  EXPECT_GT(scripted.listed_parameter_entries(), static_cast<int64_t>(params.size()));
+  ASSERT_FALSE(scripted.aliases().empty());
+  // Every name Python's state dict has is a registered name or an alias of one.
+  std::set<std::string> names;
+  for (const auto& p : net->named_parameters()) names.insert(p.key());
+  for (const auto& b : net->named_buffers()) names.insert(b.key());
+  for (const auto& [name, more] : scripted.aliases()) names.insert(more.begin(), more.end());
+  const auto keys = fixture_meta("dynunet.ts").at("state_dict_keys").get<std::set<std::string>>();
+  EXPECT_EQ(names, keys);
+
+  // AdamW's first step moves a parameter by lr (m / sqrt(v) = +-1) plus its decay; a tensor the
+  // optimiser held twice would move by about 2 lr.
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& p : net->named_parameters()) before[p.key()] = p.value().detach().clone();
+  train::TrainStep step(net, torch::kCPU, plain_adamw());
+  const double lr = 1e-3;
+  step.run(formula_batch({1, 1, 32, 32, 32}, 4), lr, 0);
+  for (const auto& p : net->named_parameters()) {
+    const double moved = (p.value().detach() - before[p.key()]).abs().max().item<double>();
+    EXPECT_LE(moved, lr * 1.01 + 1e-5 * lr * before[p.key()].abs().max().item<double>()) << p.key();
+  }
+  // The shared tensors are the scripted module's own: its forward sees the step.
+  EXPECT_GT((scripted.named_parameters()[scripted.aliases().begin()->first] - before[scripted.aliases().begin()->first])
+                .abs()
+                .max()
+                .item<double>(),
+            0.0);
+}
+
+TEST(Scripted, ThreeTrainingStepsMatchPyTorch) {
+  const auto python = test::python_with("torch");
+  if (!python) GTEST_SKIP() << "no python3 with torch (set VOXFIT_PYTHON): the PyTorch side cannot run";
+  const std::vector<int64_t> shape = {2, 1, 32, 32, 32};
+  for (const char* name : {"dynunet.ts", "unetr.ts"}) {
+    const auto r = test::run_command(*python + " '" + fixture("train_steps.py").string() + "' '" +
+                                     fixture(name).string() + "' 3 2,1,32,32,32");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto expected = nlohmann::json::parse(r.out).get<std::vector<double>>();
+    train::TrainStep step(make_model(fixture(name).string(), context()), torch::kCPU, plain_adamw());
+    const auto batch = formula_batch(shape, 4);
+    for (int i = 0; i < 3; ++i) {
+      const double loss = step.run(batch, 1e-3, i).loss.item<double>();
+      EXPECT_NEAR(loss, expected[i], 1e-4 * std::abs(expected[i])) << name << " step " << i;
+    }
+  }
+}
+
+TEST(Scripted, DeepSupervisionListsTrainEveryOutputAndEvalTheFirst) {
+  const Network net = make_model(fixture("two_scale.ts").string(), context());
+  net->train();
+  const auto out = net->forward(torch::zeros({2, 1, 32, 32, 32}));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].sizes().vec(), (std::vector<int64_t>{2, 4, 32, 32, 32}));
+  EXPECT_EQ(out[1].sizes().vec(), (std::vector<int64_t>{2, 4, 16, 16, 16}));
+  net->eval();
+  EXPECT_EQ(net->forward(torch::zeros({2, 1, 32, 32, 32})).size(), 1u);
+  train::TrainStep step(make_model(fixture("two_scale.ts").string(), context()), torch::kCPU, plain_adamw());
+  EXPECT_TRUE(torch::isfinite(step.run(formula_batch({2, 1, 32, 32, 32}, 4), 1e-3, 0).loss).item<bool>());
+}
+
+TEST(Scripted, TheForwardIsChargedToTheTopLevelChildrenItCalls) {
+  const Network net = make_model(fixture("unetr.ts").string(), context());
+  const auto& children = dynamic_cast<const ScriptedNetworkImpl&>(*net).attributed_children();
+  for (const char* child : {"vit", "encoder1", "decoder2", "out"})
+    EXPECT_NE(std::find(children.begin(), children.end(), child), children.end()) << child;
+}
+
+// Each bad file: one line naming the file and the problem, a non-zero exit, no crash.
+struct BadFile {
+  std::string file, extra, expected;
+  int exit_code;
+};
+
+class ScriptedBadFile : public ::testing::TestWithParam<BadFile> {};
+
+TEST_P(ScriptedBadFile, IsRefusedInOneLineNamingTheFile) {
+  const BadFile& b = GetParam();
+  const fs::path file = fixture(b.file);
+  const auto r = test::run_voxfit("models --model '" + file.string() + "' --patch 32 " + b.extra);
+  EXPECT_EQ(r.exit_code, b.exit_code) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("voxfit: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(b.expected), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, ScriptedBadFile,
+    ::testing::Values(BadFile{"not_archive.ts", "--classes 4", "not a TorchScript archive", 1},
+                      BadFile{"truncated.ts", "--classes 4", "a damaged TorchScript archive", 1},
+                      BadFile{"future.ts", "--classes 4", "archive format version 99", 1},
+                      BadFile{"missing.ts", "--classes 4", "no such TorchScript file", 1},
+                      BadFile{"throws.ts", "--classes 4", "RuntimeError: this network refuses every input", 1},
+                      BadFile{"scalar.ts", "--classes 4", "a tensor of shape []", 1},
+                      BadFile{"half_size.ts", "--classes 4", "need the input's spatial size", 1},
+                      BadFile{"dynunet.ts", "--classes 3", "predicts 4 classes, the dataset has 3", 2},
+                      BadFile{"dynunet.ts", "--classes 4 --in-channels 2", "to have 1 channels, but got 2", 1},
+                      BadFile{"weights.pt", "--classes 4", "holds no TorchScript module", 1},
+                      BadFile{"dynunet.ts", "--classes 4 --feature-size 8", "--feature-size is not a parameter", 2}),
+    [](const auto& info) {
+      std::string n = info.param.file.substr(0, info.param.file.find('.')) + std::to_string(info.index);
+      return n;
+    });
+
+TEST(Scripted, AModuleWithoutForwardIsNotANetwork) {
+  // LibTorch's torch::save writes a tensor as an attribute of a module without methods.
+  const fs::path dir = fs::temp_directory_path() / ("voxfit_scripted_weights_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path weights = dir / "tensor.pt";
+  torch::save(torch::ones({3}), weights.string());
+  try {
+    (void)load_scripted(weights);
+    ADD_FAILURE() << "loaded " << weights;
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(weights.string() + ": a TorchScript archive without a forward method"),
+              std::string::npos)
+        << e.what();
+  }
+  remove_tree(dir);
+}
+
+}  // namespace scripted_test
+}  // namespace voxfit::models
