@@ -5,6 +5,7 @@
 // (another exception, a crash, a sanitizer report, a broken invariant: __builtin_trap) is a finding.
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "voxfit/io/dataset.h"
 #include "voxfit/io/h5_file.h"
 #include "voxfit/io/volume_io.h"
+#include "voxfit/models/scripted.h"
 
 namespace voxfit::fuzz {
 
@@ -70,6 +72,18 @@ inline void read_ini(const std::filesystem::path& ini) {
     if (cli::parse_command(spec, {"--config", ini.string()}, vm) && vm.count("vram"))
       (void)parse_bytes(vm["vram"].as<std::string>(), "--vram");
   } catch (const ConfigError&) {
+  }
+}
+
+/// A TorchScript file given as --model, read as train and the other commands read one: survived in
+/// a child process first, then loaded in this one (models::load_scripted), then wrapped as a
+/// network (its tensors registered under their names, its forward graph instrumented). Its forward
+/// is not run: that is the network's own code, not the reader's.
+inline void read_torchscript(const std::filesystem::path& file) {
+  try {
+    torch::jit::Module module = models::load_scripted(file);
+    (void)std::make_shared<models::ScriptedNetworkImpl>(std::move(module), file.string());
+  } catch (const Error&) {
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "support/test_support.h"
 #include "voxfit/core/error.h"
+#include "voxfit/core/sha256.h"
 #include "voxfit/models/scripted.h"
 #include "voxfit/train/train_step.h"
 
@@ -192,6 +193,79 @@ TEST(Scripted, AModuleWithoutForwardIsNotANetwork) {
         << e.what();
   }
   remove_tree(dir);
+}
+
+// `voxfit train --model FILE.ts`: the run keeps the file, so predict, export and --resume need the
+// run folder alone; a network that fails its check forward writes nothing.
+class ScriptedRun : public test::TempDirTest {
+ protected:
+  std::string train(const fs::path& model, const fs::path& run, int steps, const std::string& extra = "") {
+    return "train --device cpu --threads 1 --dataset '" + test::prepared_ct_cache().string() + "' --model '" +
+           model.string() + "' --patch 32 --batch 1 --steps " + std::to_string(steps) +
+           " --loader-threads 1 --no-augment --log-every 1 --output '" + run.string() + "'" + extra;
+  }
+};
+
+TEST_F(ScriptedRun, TheRunFolderAloneResumesPredictsAndExports) {
+  const fs::path mine = dir() / "mine" / "my_dynunet.ts", run = dir() / "run";
+  fs::create_directories(mine.parent_path());
+  fs::copy_file(fixture("dynunet.ts"), mine);
+  auto r = test::run_voxfit(train(mine, run, 2));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream in(run / "config.json");
+  const auto config = nlohmann::json::parse(in);
+  EXPECT_EQ(config.at("model"), "network.ts");
+  EXPECT_EQ(config.at("model_file").at("sha256"), core::sha256_file(fixture("dynunet.ts")));
+  EXPECT_EQ(core::sha256_file(run / "network.ts"), core::sha256_file(fixture("dynunet.ts")));
+  remove_tree(mine.parent_path());
+
+  r = test::run_voxfit(train(run / "network.ts", run, 2, " --resume"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resuming"), std::string::npos) << r.out;
+  // Another network under the same run: refused, the run untouched.
+  r = test::run_voxfit(train(fixture("unetr.ts"), run, 2, " --resume"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the TorchScript file differs"), std::string::npos) << r.err;
+
+  const fs::path in_dir = dir() / "in", out = dir() / "out";
+  fs::create_directories(in_dir);
+  fs::copy_file(test::totalseg_dir() / "example_ct_sm.nii.gz", in_dir / "ct_0000.nii.gz");
+  r = test::run_voxfit("predict --device cpu --threads 1 --checkpoint '" + (run / "last.pt").string() + "' --input '" +
+                       in_dir.string() + "' --output '" + out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(out / "ct.nii.gz"));
+
+  // The export holds every key of Python's state dict (a shared tensor under each of its names).
+  r = test::run_voxfit("export --checkpoint '" + (run / "last.pt").string() + "' --output '" +
+                       (dir() / "w.pt").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream bytes(dir() / "w.pt", std::ios::binary);
+  const std::vector<char> data((std::istreambuf_iterator<char>(bytes)), std::istreambuf_iterator<char>());
+  const auto dict = torch::pickle_load(data).toGenericDict();
+  std::set<std::string> keys;
+  for (const auto& item : dict) keys.insert(item.key().toStringRef());
+  EXPECT_EQ(keys, fixture_meta("dynunet.ts").at("state_dict_keys").get<std::set<std::string>>());
+  // ... and MONAI's DynUNet, built as the fixture was, loads it strictly.
+  const auto python = test::python_with("torch, monai");
+  if (!python) GTEST_SKIP() << "no python3 with torch and MONAI (set VOXFIT_PYTHON): the strict load is not run";
+  r = test::run_command(*python + " -c \"import sys, torch; sys.path.insert(0, '" + fixture("").string() +
+                        "'); from make_scripted import dynunet; dynunet().load_state_dict(torch.load('" +
+                        (dir() / "w.pt").string() + "'), strict=True); print('loaded')\"");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("loaded"), std::string::npos) << r.out << r.err;
+}
+
+TEST_F(ScriptedRun, ANetworkThatFailsItsCheckWritesNothing) {
+  for (const char* bad : {"throws.ts", "half_size.ts", "truncated.ts"}) {
+    const fs::path run = dir() / bad;
+    const auto r = test::run_voxfit(train(fixture(bad), run, 1));
+    EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(fixture(bad).string()), std::string::npos) << r.err;
+    // The folder holds at most its lock (taken before the dataset is read): no config, copy or checkpoint.
+    if (fs::exists(run))
+      for (const auto& e : fs::directory_iterator(run)) EXPECT_EQ(e.path().filename(), ".voxfit.lock") << bad;
+  }
 }
 
 }  // namespace scripted_test
