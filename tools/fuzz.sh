@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
 # Builds voxfit's libFuzzer targets with clang into build-fuzz/ (-DVOXFIT_FUZZ=ON, ASan + UBSan)
 # and runs each for SECONDS (default 600), one after the other, from a seed corpus the build
-# writes (fuzz_seeds). Findings go to build-fuzz/fuzz-out/TARGET/crash-* and the run's log to
+# writes (fuzz_seeds; torchscript's are the test fixtures tests/models/scripted/*.ts and weights.pt).
+# Findings go to build-fuzz/fuzz-out/TARGET/crash-* and the run's log to
 # build-fuzz/fuzz-out/TARGET.log; the last lines print executions and findings per target.
-#   tools/fuzz.sh [SECONDS] [TARGET...]     (targets: manifest nifti h5 ini)
+# LibTorch is the one tools/build.sh builds against (tools/torch.sh).
+#   tools/fuzz.sh [SECONDS] [TARGET...]     (targets: manifest nifti h5 ini torchscript)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(manifest nifti h5 ini)
+[ ${#targets[@]} -gt 0 ] || targets=(manifest nifti h5 ini torchscript)
 build=build-fuzz
 jobs=${VOXFIT_FUZZ_BUILD_JOBS:-2}
 
 if [ ! -f "$build/build.ninja" ]; then
+  # shellcheck source=tools/torch.sh
+  source tools/torch.sh
+  resolve_torch
+  torch_args=()
+  if [ -n "$TORCH_PREFIX" ]; then
+    lib=$TORCH_PREFIX/../../lib
+    torch_args=("-DCMAKE_PREFIX_PATH=$TORCH_PREFIX" "-DTORCH_LIBRARY=$lib/libtorch.so" "-Dc10_LIBRARY=$lib/libc10.so")
+  fi
+  # A CUDA LibTorch's config needs nvcc (voxfit's kernels are then built too, uninstrumented).
+  if torch_is_cuda && nvcc_path=$(find_nvcc) && [ -n "$nvcc_path" ]; then
+    export CUDACXX=$nvcc_path PATH=$(dirname "$nvcc_path"):$PATH
+  fi
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DVOXFIT_FUZZ=ON -DVOXFIT_BUILD_TESTS=OFF -DVOXFIT_PCH=OFF
+    -DVOXFIT_FUZZ=ON -DVOXFIT_BUILD_TESTS=OFF -DVOXFIT_PCH=OFF "${torch_args[@]}"
 fi
 cmake --build "$build" -j"$jobs" --target fuzz_seeds $(printf 'fuzz_%s ' "${targets[@]}")
 
@@ -23,6 +37,10 @@ out=$build/fuzz-out
 seeds=$out/seeds
 mkdir -p "$out"
 [ -d "$seeds/nifti" ] || "$build/fuzz/fuzz_seeds" "$seeds" >/dev/null
+if [ ! -d "$seeds/torchscript" ]; then
+  mkdir -p "$seeds/torchscript"
+  cp tests/models/scripted/*.ts tests/models/scripted/weights.pt "$seeds/torchscript/"
+fi
 
 # detect_leaks=0: LibTorch, ITK and HDF5 keep process-wide caches (allocator pools, factory and
 # type registries) that LeakSanitizer reports at exit and, with libFuzzer's per-input leak check,

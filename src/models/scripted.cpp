@@ -23,6 +23,8 @@
 #include "voxfit/core/isolated.h"
 #include "voxfit/core/runtime.h"
 
+#include "registry_support.h"
+
 namespace voxfit::models {
 
 namespace fs = std::filesystem;
@@ -195,8 +197,8 @@ torch::jit::Module load_scripted(const fs::path& path) {
   return load_bytes(path.string(), bytes);
 }
 
-ScriptedNetworkImpl::ScriptedNetworkImpl(torch::jit::Module module, std::string file)
-    : module_(std::move(module)), file_(std::move(file)) {
+ScriptedNetworkImpl::ScriptedNetworkImpl(torch::jit::Module module, std::string file, bool deep_supervision)
+    : module_(std::move(module)), file_(std::move(file)), deep_supervision_(deep_supervision) {
   // A tensor listed under several paths (a shared submodule) is registered once, under its first.
   std::map<const c10::TensorImpl*, std::string> first;
   const auto add = [&](const std::string& name, const torch::Tensor& t, bool parameter) {
@@ -261,7 +263,7 @@ std::vector<torch::Tensor> ScriptedNetworkImpl::forward(const torch::Tensor& x) 
           file_ + ": the forward returns a tensor of shape " + shape_to_string(o.sizes().vec()) + " for an input of " +
           shape_to_string(x.sizes().vec()) +
           "; voxfit trains [batch, classes, D, H, W] logits (and lower-resolution ones of the same classes)");
-  if (!is_training()) outputs.resize(1);
+  if (!is_training() || !deep_supervision_) outputs.resize(1);
   return outputs;
 }
 
@@ -289,10 +291,14 @@ const ModelEntry& scripted_entry(const std::string& path) {
   entry->summary = "TorchScript network " + file.filename().string();
   entry->reference_parameters = count_parameters(*probe);
   entry->recipe.optimizer = "adamw";
+  entry->params = {{"deep_supervision", "true",
+                    "train every output the network returns (a list or tuple: deep supervision, weighted as "
+                    "nnU-Net's); false: the first only"}};
   // Each context's first build runs one check forward (channels, classes, output shape).
   auto checked = std::make_shared<std::set<std::string>>();
-  entry->make = [path, checked](const ModelContext& ctx) -> Network {
-    auto net = std::make_shared<ScriptedNetworkImpl>(load_scripted(path), path);
+  entry->make = [path, checked, params = entry->params](const ModelContext& ctx) -> Network {
+    const bool deep_supervision = detail::Params(path, params, ctx).flag("deep_supervision");
+    auto net = std::make_shared<ScriptedNetworkImpl>(load_scripted(path), path, deep_supervision);
     const std::string key =
         std::to_string(ctx.in_channels) + "|" + std::to_string(ctx.num_classes) + "|" + shape_to_string(ctx.patch);
     static std::mutex check_mutex;

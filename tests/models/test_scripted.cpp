@@ -13,6 +13,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/sha256.h"
 #include "voxfit/models/scripted.h"
+#include "voxfit/sweep/journal.h"
 #include "voxfit/train/train_step.h"
 
 namespace voxfit::models {
@@ -130,6 +131,11 @@ TEST(Scripted, DeepSupervisionListsTrainEveryOutputAndEvalTheFirst) {
   EXPECT_EQ(out[1].sizes().vec(), (std::vector<int64_t>{2, 4, 16, 16, 16}));
   net->eval();
   EXPECT_EQ(net->forward(torch::zeros({2, 1, 32, 32, 32})).size(), 1u);
+  ModelContext first_only = context();
+  first_only.params["deep_supervision"] = "false";
+  const Network one = make_model(fixture("two_scale.ts").string(), first_only);
+  one->train();
+  EXPECT_EQ(one->forward(torch::zeros({2, 1, 32, 32, 32})).size(), 1u);
   train::TrainStep step(make_model(fixture("two_scale.ts").string(), context()), torch::kCPU, plain_adamw());
   EXPECT_TRUE(torch::isfinite(step.run(formula_batch({2, 1, 32, 32, 32}, 4), 1e-3, 0).loss).item<bool>());
 }
@@ -172,7 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFile{"dynunet.ts", "--classes 3", "predicts 4 classes, the dataset has 3", 2},
                       BadFile{"dynunet.ts", "--classes 4 --in-channels 2", "to have 1 channels, but got 2", 1},
                       BadFile{"weights.pt", "--classes 4", "holds no TorchScript module", 1},
-                      BadFile{"dynunet.ts", "--classes 4 --feature-size 8", "--feature-size is not a parameter", 2}),
+                      BadFile{"dynunet.ts", "--classes 4 --feature-size 8", "--feature-size is not a parameter", 2},
+                      BadFile{"dynunet.ts", "--classes 4 --deep-supervision maybe", "expected true or false", 2}),
     [](const auto& info) {
       std::string n = info.param.file.substr(0, info.param.file.find('.')) + std::to_string(info.index);
       return n;
@@ -265,6 +272,31 @@ TEST_F(ScriptedRun, ANetworkThatFailsItsCheckWritesNothing) {
     // The folder holds at most its lock (taken before the dataset is read): no config, copy or checkpoint.
     if (fs::exists(run))
       for (const auto& e : fs::directory_iterator(run)) EXPECT_EQ(e.path().filename(), ".voxfit.lock") << bad;
+  }
+}
+
+TEST_F(ScriptedRun, SweepFindsAnExactBoundaryWithABreakdownPerChildThatSumsToThePeak) {
+  const auto r = test::run_voxfit("sweep --device cpu --threads 1 --dataset '" + test::prepared_ct_cache().string() +
+                                  "' --models '" + fixture("dynunet.ts").string() +
+                                  "' --patches 32 --budgets 150MiB --warmup-steps 1 --timed-steps 1"
+                                  " --no-throughput-table --output '" +
+                                  (dir() / "out").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto entries = sweep::read_journal(dir() / "out" / "results.jsonl");
+  ASSERT_EQ(entries.size(), 1u);
+  const auto max_batch = entries[0].at("max_batch").get<int64_t>();
+  EXPECT_GE(max_batch, 1);
+  EXPECT_EQ(entries[0].at("first_failing").get<int64_t>(), max_batch + 1);
+  ASSERT_FALSE(entries[0].at("memory_breakdown").empty());
+  for (const auto& [batch, b] : entries[0].at("memory_breakdown").items()) {
+    int64_t sum = 0;
+    std::set<std::string> names;
+    for (const auto& part : b.at("parts")) {
+      sum += part.at("bytes").get<int64_t>();
+      names.insert(part.at("name").get<std::string>());
+    }
+    EXPECT_EQ(sum, b.at("peak_allocated").get<int64_t>()) << batch;
+    EXPECT_TRUE(names.count("skip_layers") && names.count("output_block")) << batch;  // DynUNet's children
   }
 }
 

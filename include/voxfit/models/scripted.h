@@ -16,10 +16,10 @@ namespace voxfit::models {
 bool is_scripted_model(const std::string& model);
 
 /// The entry of the TorchScript network in the file `path` (loaded and checked once per process):
-/// no architecture parameters, AdamW, and its own names for export (its state dict's, aliases
-/// included). Throws IoError naming the file when it is not a TorchScript archive this LibTorch can
-/// read (not a zip archive, a damaged one, one written by a newer torch, a torch.save of weights)
-/// or when reading it crashes or hangs the reader (tried first in a child process).
+/// one parameter (deep_supervision: train every output, or the first only), AdamW, and its own
+/// names for export (its state dict's, aliases included). Throws IoError naming the file when it is not a TorchScript
+/// archive this LibTorch can read (not a zip archive, a damaged one, one written by a newer torch, a torch.save of
+/// weights) or when reading it crashes or hangs the reader (tried first in a child process).
 const ModelEntry& scripted_entry(const std::string& path);
 
 /// Reads `path` as a TorchScript module on the CPU, with scripted_entry's checks and errors.
@@ -33,7 +33,8 @@ torch::jit::Module load_scripted(const std::filesystem::path& path);
 /// top-level child module whose call made it, where the forward calls children directly.
 class ScriptedNetworkImpl : public NetworkImpl {
  public:
-  ScriptedNetworkImpl(torch::jit::Module module, std::string file);
+  /// `deep_supervision` false: only the first output, also in training.
+  ScriptedNetworkImpl(torch::jit::Module module, std::string file, bool deep_supervision = true);
   std::vector<torch::Tensor> forward(const torch::Tensor& x) override;
   TaskKind task() const override { return TaskKind::kSegmentation3d; }
   void check_input(const std::vector<int64_t>& shape) const override;
@@ -51,6 +52,7 @@ class ScriptedNetworkImpl : public NetworkImpl {
   std::map<std::string, std::vector<std::string>> aliases_;
   int64_t listed_entries_ = 0;
   std::vector<std::string> children_;
+  bool deep_supervision_ = true;
 };
 
 }  // namespace voxfit::models
