@@ -22,6 +22,7 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/isolated.h"
 #include "voxfit/core/runtime.h"
+#include "voxfit/core/sha256.h"
 
 #include "registry_support.h"
 
@@ -190,10 +191,22 @@ bool is_scripted_model(const std::string& model) {
 
 torch::jit::Module load_scripted(const fs::path& path) {
   const std::string bytes = read_bytes(path);
-  // LibTorch's reader trusts the archive it reads: try it where a crash costs nothing first.
-  core::survive_in_child(
-      path.string() + ": not a readable TorchScript archive (LibTorch's reader ",
-      [&] { (void)load_bytes(path.string(), bytes); }, 120);
+  // LibTorch's reader trusts the archive it reads: try it where a crash costs nothing first, once
+  // per content (a sweep builds the network for every probe).
+  static std::mutex mutex;
+  static std::set<std::string> survived;
+  const std::string key = core::sha256_hex(bytes);
+  bool known;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    known = survived.count(key) > 0;
+  }
+  if (!known) {
+    core::survive_in_child(path.string() + ": not a readable TorchScript archive (LibTorch's reader ",
+                           [&] { (void)load_bytes(path.string(), bytes); }, 120);
+    const std::lock_guard<std::mutex> lock(mutex);
+    survived.insert(key);
+  }
   return load_bytes(path.string(), bytes);
 }
 
