@@ -41,7 +41,8 @@ int positive(const po::variables_map& vm, const std::string& key) {
 
 void add_model_options(CommandSpec& spec) {
   po::options_description group("Model");
-  group.add_options()("model", po::value<std::string>()->value_name("NAME"), "network name (voxfit models lists them)")(
+  group.add_options()("model", po::value<std::string>()->value_name("NAME"),
+                      "network name (voxfit models lists them) or a TorchScript file (net.ts)")(
       "in-channels", po::value<int>()->value_name("N"),
       "input channels [model default: 1 for the 3D nets, 3 for the 2D ones]")(
       "classes", po::value<int>()->value_name("N"),
