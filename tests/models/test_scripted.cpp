@@ -23,6 +23,24 @@ namespace fs = std::filesystem;
 
 fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "models" / "scripted" / name; }
 
+// The fixtures were saved by torch 2.11: a LibTorch that cannot read them (Debian's 1.13) skips
+// the tests that load them, with the reason its reader gives.
+std::optional<std::string> unreadable_fixtures() {
+  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
+    try {
+      (void)load_scripted(fixture("dynunet.ts"));
+      return std::nullopt;
+    } catch (const IoError& e) {
+      if (std::string(e.what()).find("written by a newer torch") == std::string::npos) throw;
+      return std::string(e.what());
+    }
+  }();
+  return reason;
+}
+
+#define SKIP_UNLESS_FIXTURES_READABLE() \
+  if (const auto why = unreadable_fixtures(); why.has_value()) GTEST_SKIP() << *why
+
 nlohmann::json fixture_meta(const std::string& name) {
   std::ifstream in(fixture("scripted.json"));
   return nlohmann::json::parse(in).at("networks").at(name);
@@ -55,6 +73,7 @@ train::StepOptions plain_adamw() {
 }
 
 TEST(Scripted, NamesAreFilesAndLoadAsNetworksWithPythonsCount) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   EXPECT_TRUE(is_scripted_model("net.ts"));
   EXPECT_TRUE(is_scripted_model("runs/a/network"));
   EXPECT_TRUE(is_scripted_model("model.pt"));
@@ -68,6 +87,7 @@ TEST(Scripted, NamesAreFilesAndLoadAsNetworksWithPythonsCount) {
 }
 
 TEST(Scripted, SharedTensorsAreRegisteredAndSteppedOnce) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   const Network net = make_model(fixture("dynunet.ts").string(), context());
   const auto& scripted = dynamic_cast<const ScriptedNetworkImpl&>(*net);
   // LibTorch lists a shared submodule's tensors under each path; voxfit registers each once.
@@ -105,6 +125,7 @@ TEST(Scripted, SharedTensorsAreRegisteredAndSteppedOnce) {
 }
 
 TEST(Scripted, ThreeTrainingStepsMatchPyTorch) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   const auto python = test::python_with("torch");
   if (!python) GTEST_SKIP() << "no python3 with torch (set VOXFIT_PYTHON): the PyTorch side cannot run";
   const std::vector<int64_t> shape = {2, 1, 32, 32, 32};
@@ -123,6 +144,7 @@ TEST(Scripted, ThreeTrainingStepsMatchPyTorch) {
 }
 
 TEST(Scripted, DeepSupervisionListsTrainEveryOutputAndEvalTheFirst) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   const Network net = make_model(fixture("two_scale.ts").string(), context());
   net->train();
   const auto out = net->forward(torch::zeros({2, 1, 32, 32, 32}));
@@ -141,6 +163,7 @@ TEST(Scripted, DeepSupervisionListsTrainEveryOutputAndEvalTheFirst) {
 }
 
 TEST(Scripted, TheForwardIsChargedToTheTopLevelChildrenItCalls) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   const Network net = make_model(fixture("unetr.ts").string(), context());
   const auto& children = dynamic_cast<const ScriptedNetworkImpl&>(*net).attributed_children();
   for (const char* child : {"vit", "encoder1", "decoder2", "out"})
@@ -156,6 +179,7 @@ struct BadFile {
 class ScriptedBadFile : public ::testing::TestWithParam<BadFile> {};
 
 TEST_P(ScriptedBadFile, IsRefusedInOneLineNamingTheFile) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   const BadFile& b = GetParam();
   const fs::path file = fixture(b.file);
   const auto r = test::run_voxfit("models --model '" + file.string() + "' --patch 32 " + b.extra);
@@ -214,6 +238,7 @@ class ScriptedRun : public test::TempDirTest {
 };
 
 TEST_F(ScriptedRun, TheRunFolderAloneResumesPredictsAndExports) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   const fs::path mine = dir() / "mine" / "my_dynunet.ts", run = dir() / "run";
   fs::create_directories(mine.parent_path());
   fs::copy_file(fixture("dynunet.ts"), mine);
@@ -263,6 +288,7 @@ TEST_F(ScriptedRun, TheRunFolderAloneResumesPredictsAndExports) {
 }
 
 TEST_F(ScriptedRun, ANetworkThatFailsItsCheckWritesNothing) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   for (const char* bad : {"throws.ts", "half_size.ts", "truncated.ts"}) {
     const fs::path run = dir() / bad;
     const auto r = test::run_voxfit(train(fixture(bad), run, 1));
@@ -276,6 +302,7 @@ TEST_F(ScriptedRun, ANetworkThatFailsItsCheckWritesNothing) {
 }
 
 TEST_F(ScriptedRun, SweepFindsAnExactBoundaryWithABreakdownPerChildThatSumsToThePeak) {
+  SKIP_UNLESS_FIXTURES_READABLE();
   const auto r = test::run_voxfit("sweep --device cpu --threads 1 --dataset '" + test::prepared_ct_cache().string() +
                                   "' --models '" + fixture("dynunet.ts").string() +
                                   "' --patches 32 --budgets 150MiB --warmup-steps 1 --timed-steps 1"
