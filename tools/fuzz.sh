@@ -24,7 +24,7 @@ if [ ! -f "$build/build.ninja" ]; then
     lib=$TORCH_PREFIX/../../lib
     torch_args=("-DCMAKE_PREFIX_PATH=$TORCH_PREFIX" "-DTORCH_LIBRARY=$lib/libtorch.so" "-Dc10_LIBRARY=$lib/libc10.so")
   fi
-  # A CUDA LibTorch's config needs nvcc (voxfit's kernels are then built too, uninstrumented).
+  # A CUDA LibTorch's config needs nvcc (voxfit's CUDA kernels are then built too).
   if torch_is_cuda && nvcc_path=$(find_nvcc) && [ -n "$nvcc_path" ]; then
     export CUDACXX=$nvcc_path PATH=$(dirname "$nvcc_path"):$PATH
   fi

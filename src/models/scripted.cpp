@@ -79,9 +79,14 @@ std::string load_problem(const std::string& bytes, const std::exception& e) {
   if (what.find("central directory") != std::string::npos || what.find("failed reading zip") != std::string::npos ||
       what.find("invalid header") != std::string::npos)
     return "a damaged TorchScript archive (the zip archive is truncated or corrupt)";
-  if (what.find("constants.pkl") != std::string::npos || what.find("code/") != std::string::npos)
+  // torch.save's archive (weights) has neither record; a TorchScript archive whose records are
+  // damaged fails later, in parsing them.
+  if (what.find("failed locating file") != std::string::npos &&
+      (what.find("constants.pkl") != std::string::npos || what.find("code/") != std::string::npos))
     return "a PyTorch archive that holds no TorchScript module (torch.save writes weights; voxfit needs "
            "torch.jit.script(net).save(path))";
+  if (what.find("code/") != std::string::npos || what.find("INTERNAL ASSERT") != std::string::npos)
+    return "a damaged TorchScript archive (its code or data records do not parse: " + last_line(e) + ")";
   return "not a TorchScript module this LibTorch " + torch_version() + " can read: " + last_line(e);
 }
 
@@ -202,8 +207,9 @@ torch::jit::Module load_scripted(const fs::path& path) {
     known = survived.count(key) > 0;
   }
   if (!known) {
-    core::survive_in_child(path.string() + ": not a readable TorchScript archive (LibTorch's reader ",
-                           [&] { (void)load_bytes(path.string(), bytes); }, 120);
+    core::survive_in_child(
+        path.string() + ": not a readable TorchScript archive (LibTorch's reader ",
+        [&] { (void)load_bytes(path.string(), bytes); }, 120);
     const std::lock_guard<std::mutex> lock(mutex);
     survived.insert(key);
   }

@@ -202,6 +202,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFile{"dynunet.ts", "--classes 3", "predicts 4 classes, the dataset has 3", 2},
                       BadFile{"dynunet.ts", "--classes 4 --in-channels 2", "to have 1 channels, but got 2", 1},
                       BadFile{"weights.pt", "--classes 4", "holds no TorchScript module", 1},
+                      BadFile{"damaged_code.ts", "--classes 4", "its code or data records do not parse", 1},
                       BadFile{"dynunet.ts", "--classes 4 --feature-size 8", "--feature-size is not a parameter", 2},
                       BadFile{"dynunet.ts", "--classes 4 --deep-supervision maybe", "expected true or false", 2}),
     [](const auto& info) {

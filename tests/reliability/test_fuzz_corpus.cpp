@@ -52,5 +52,10 @@ TEST_F(FuzzCorpus, IniInputsAreRefusedCleanly) {
       "ini", [](const std::string&) { return "run.ini"; }, fuzz::read_ini);
 }
 
+TEST_F(FuzzCorpus, TorchScriptInputsAreRefusedCleanly) {
+  replay(
+      "torchscript", [](const std::string&) { return "model.ts"; }, fuzz::read_torchscript);
+}
+
 }  // namespace
 }  // namespace voxfit

@@ -16,7 +16,8 @@ and networks that are wrong in one way each:
   truncated.ts   the first half of dynunet.ts
   not_archive.ts a text file
   weights.pt     torch.save of dynunet's state dict (weights, not a network)
-and scripted.json: per good network, its parameter count (each tensor once, as Python counts) and its
+damaged_code.ts (not written here) is half_size.ts with a damaged code record, an input of
+tools/fuzz.sh's torchscript target. And scripted.json: per good network, its parameter count (each tensor once, as Python counts) and its
 state dict's keys (a shared tensor under each of its names, as Python's state_dict lists them).
   PYTHONPATH=../shared/peers python3 tests/models/scripted/make_scripted.py
 """
