@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/build.sh
+# The Python cross-checks (tests that compare with PyTorch, MONAI or nnU-Net where python3 has them)
+# use the Python whose torch this build links, unless VOXFIT_PYTHON names another.
+[ -z "${VOXFIT_PYTHON:-}" ] && [ -n "${TORCH_PYTHON:-}" ] && export VOXFIT_PYTHON=$(realpath "$TORCH_PYTHON")
 cd "$BUILD_DIR"
 jobs=${VOXFIT_TEST_JOBS:-$(nproc)}
 # LibTorch gives every test process one intra-op thread per core unless OMP_NUM_THREADS says
@@ -11,7 +14,4 @@ jobs=${VOXFIT_TEST_JOBS:-$(nproc)}
 # up to 17x its time on the 2-core CI machine (docs/performance-notes.md, entry 15). Share the cores.
 threads=$(( $(nproc) / jobs ))
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( threads > 0 ? threads : 1 ))}
-# The Python cross-checks (tests that compare with PyTorch, MONAI or nnU-Net where python3 has them)
-# use the Python whose torch this build links, unless VOXFIT_PYTHON names another.
-export VOXFIT_PYTHON=${VOXFIT_PYTHON:-${TORCH_PYTHON:-}}
 ctest --output-on-failure -j"$jobs" "$@"
