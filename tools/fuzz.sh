@@ -4,7 +4,6 @@
 # writes (fuzz_seeds; torchscript's are the test fixtures tests/models/scripted/*.ts and weights.pt).
 # Findings go to build-fuzz/fuzz-out/TARGET/crash-* and the run's log to
 # build-fuzz/fuzz-out/TARGET.log; the last lines print executions and findings per target.
-# LibTorch is the one tools/build.sh builds against (tools/torch.sh).
 #   tools/fuzz.sh [SECONDS] [TARGET...]     (targets: manifest nifti h5 ini torchscript)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,26 +11,13 @@ seconds=${1:-600}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(manifest nifti h5 ini torchscript)
-build=build-fuzz
+build="build-fuzz"
 jobs=${VOXFIT_FUZZ_BUILD_JOBS:-2}
 
-if [ ! -f "$build/build.ninja" ]; then
-  # shellcheck source=tools/torch.sh
-  source tools/torch.sh
-  resolve_torch
-  torch_args=()
-  if [ -n "$TORCH_PREFIX" ]; then
-    lib=$TORCH_PREFIX/../../lib
-    torch_args=("-DCMAKE_PREFIX_PATH=$TORCH_PREFIX" "-DTORCH_LIBRARY=$lib/libtorch.so" "-Dc10_LIBRARY=$lib/libc10.so")
-  fi
-  # A CUDA LibTorch's config needs nvcc (voxfit's CUDA kernels are then built too).
-  if torch_is_cuda && nvcc_path=$(find_nvcc) && [ -n "$nvcc_path" ]; then
-    export CUDACXX=$nvcc_path PATH=$(dirname "$nvcc_path"):$PATH
-  fi
-  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DVOXFIT_FUZZ=ON -DVOXFIT_BUILD_TESTS=OFF -DVOXFIT_PCH=OFF "${torch_args[@]}"
-fi
-cmake --build "$build" -j"$jobs" --target fuzz_seeds $(printf 'fuzz_%s ' "${targets[@]}")
+# tools/build.sh configures (once, against the LibTorch it builds voxfit with) and builds, with clang.
+CC=clang CXX=clang++ BUILD_DIR=$build VOXFIT_JOBS=$jobs VOXFIT_BUILD_TARGETS="fuzz_seeds ${targets[*]/#/fuzz_}" \
+  VOXFIT_CMAKE_ARGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVOXFIT_FUZZ=ON -DVOXFIT_BUILD_TESTS=OFF -DVOXFIT_PCH=OFF" \
+  bash tools/build.sh
 
 out=$build/fuzz-out
 seeds=$out/seeds

@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 source tools/build.sh
 # The Python cross-checks (tests that compare with PyTorch, MONAI or nnU-Net where python3 has them)
 # use the Python whose torch this build links, unless VOXFIT_PYTHON names another.
-[ -z "${VOXFIT_PYTHON:-}" ] && [ -n "${TORCH_PYTHON:-}" ] && export VOXFIT_PYTHON=$(realpath "$TORCH_PYTHON")
+if [ -z "${VOXFIT_PYTHON:-}" ] && [ -n "${TORCH_PYTHON:-}" ]; then
+  VOXFIT_PYTHON=$(cd "$(dirname "$TORCH_PYTHON")" && pwd)/$(basename "$TORCH_PYTHON")  # a venv's link, kept
+  export VOXFIT_PYTHON
+fi
 cd "$BUILD_DIR"
 jobs=${VOXFIT_TEST_JOBS:-$(nproc)}
 # LibTorch gives every test process one intra-op thread per core unless OMP_NUM_THREADS says

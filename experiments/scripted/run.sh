@@ -8,6 +8,7 @@
 #           measured breakdown per top-level child module) beside the peer's eager largest batch with
 #           expandable segments at the same usable GiB (PEER_USABLE, 23.02)
 # voxfit is built unless build-cuda/voxfit exists (a warm machine keeps the plan call's build).
+# PHASES (default "speed peers peermax maxbatch", networks/run.sh's): the eager peer runs with "peers".
 # carry: .devdeps .shared-data. Logs: $OUT/networks-logs.tar.gz and $OUT/scripted.log; table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -17,14 +18,15 @@ mkdir -p "$out"
 export PYTHONPATH=$PWD/.shared-data/peers
 python3 experiments/scripted/script_peers.py . 96 >"$out/script.log" 2>&1 || { tail -5 "$out/script.log"; exit 1; }
 log=$out/scripted.log
-{
+phases=${PHASES:-speed peers peermax maxbatch}
+[[ " $phases " == *" peers "* ]] && {
   for pm in dynunet unetr; do  # the eager peer (the --fast one runs in networks/run.sh's peers phase)
     timeout 120 python3 .shared-data/peers/peer_seg.py --model "$pm" --patch 96 --batches 2 --no-search --steps 10 \
       --warmup 3 2>&1 | grep -E '^\{' | tail -1
   done
 } >"$log"
-NETS="dynunet_96.ts:dynunet:96 unetr_96.ts:unetr:96" PHASES="speed peers peermax maxbatch" BUDGETS=rtx3090 \
+NETS="dynunet_96.ts:dynunet:96 unetr_96.ts:unetr:96" PHASES="$phases" BUDGETS=rtx3090 \
   PEER_USABLE=23.02 LIMIT_S=$((${LIMIT_S:-585} - ($(date +%s) - start))) OUT=$out bash experiments/networks/run.sh
 for d in /tmp/voxfit-work/sweep_*; do cp "$d/results.jsonl" "$out/$(basename "$d").jsonl" 2>/dev/null; done
 echo "## peer_seg.py eager, batch 2"
-cat "$log"
+cat "$log" 2>/dev/null

@@ -84,7 +84,8 @@ int run(int argc, char** argv) {
     std::cerr << "voxfit: error: out of host memory\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "voxfit: error: " << first_line(e.what()) << "\n";
+    // A scripted network's error: the interpreter's traceback comes first, what failed last.
+    std::cerr << "voxfit: error: " << (is_script_error(e.what()) ? error_line(e.what()) : first_line(e.what())) << "\n";
     return 1;
   }
 }

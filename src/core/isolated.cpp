@@ -18,10 +18,16 @@
 
 namespace voxfit::core {
 
-void survive_in_child(const std::string& what, const std::function<void()>& work, double timeout_s,
-                      const std::function<std::shared_ptr<void>()>& fork_guard, const std::function<void()>& in_child) {
-  // The child holds the write end of a pipe and nothing else does: the parent's poll wakes the
-  // moment the child ends, however it ends.
+namespace {
+// A verdict this long fits the pipe's buffer: the child's one write never waits for the parent.
+constexpr std::size_t kMaxVerdict = 4096;
+}  // namespace
+
+std::string verdict_in_child(const std::string& what, const std::function<std::string()>& work, double timeout_s,
+                             const std::function<std::shared_ptr<void>()>& fork_guard,
+                             const std::function<void()>& in_child) {
+  // The child holds the write end of a pipe and nothing else does: the parent reads its verdict
+  // and sees the end of the pipe the moment the child ends, however it ends.
   int done[2];
   if (::pipe2(done, O_CLOEXEC) != 0)
     throw IoError(what + "could not be checked: no process to check it in: " + std::strerror(errno) + ")");
@@ -41,11 +47,14 @@ void survive_in_child(const std::string& what, const std::function<void()>& work
         ::dup2(null, STDERR_FILENO);
       }
       at::set_num_threads(1);
+      std::string verdict;
       try {
-        work();
+        verdict = work();
       } catch (...) {
         // An error the reader reported: the parent's own read names it.
       }
+      verdict.resize(std::min(verdict.size(), kMaxVerdict));
+      if (!verdict.empty() && ::write(done[1], verdict.data(), verdict.size()) < 0) ::_exit(3);
       ::_exit(0);
     }
   }
@@ -55,14 +64,20 @@ void survive_in_child(const std::string& what, const std::function<void()>& work
     throw IoError(what + "could not be checked: no process to check it in: " + std::strerror(errno) + ")");
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  std::string verdict;
   bool ended = false;
   while (!ended) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{done[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1 << 30)));
-    ended = r > 0;
+    if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1 << 30))) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(done[0], buffer, sizeof buffer);
+    if (n > 0)
+      verdict.append(buffer, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      ended = true;  // the end of the pipe: the child is gone
   }
   ::close(done[0]);
   int status = 0;
@@ -77,11 +92,22 @@ void survive_in_child(const std::string& what, const std::function<void()>& work
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw IoError(what + "could not be checked: lost its process: " + std::strerror(errno) + ")");
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return verdict;
   const std::string how = WIFSIGNALED(status)
                               ? "signal " + std::to_string(WTERMSIG(status)) + ", " + ::strsignal(WTERMSIG(status))
                               : "exit status " + std::to_string(WEXITSTATUS(status));
   throw IoError(what + "crashed on it: " + how + ")");
+}
+
+void survive_in_child(const std::string& what, const std::function<void()>& work, double timeout_s,
+                      const std::function<std::shared_ptr<void>()>& fork_guard, const std::function<void()>& in_child) {
+  (void)verdict_in_child(
+      what,
+      [&] {
+        work();
+        return std::string();
+      },
+      timeout_s, fork_guard, in_child);
 }
 
 }  // namespace voxfit::core

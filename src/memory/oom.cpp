@@ -27,11 +27,13 @@ int cuda_index(const c10::Device& device) { return device.has_index() ? device.i
 bool is_oom(const std::exception& e) {
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
-  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) {
-    const std::string& msg = c10e->msg();
-    for (const char* phrase : kOomPhrases)
-      if (msg.find(phrase) != std::string::npos) return true;
-  }
+  // The TorchScript interpreter rethrows an allocation failure in a scripted network's forward or
+  // backward as a plain error whose last line is the allocator's.
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  if (c10e == nullptr && !is_script_error(e.what())) return false;
+  const std::string msg = c10e ? c10e->msg() : error_line(e.what());
+  for (const char* phrase : kOomPhrases)
+    if (msg.find(phrase) != std::string::npos) return true;
   return false;
 }
 

@@ -46,26 +46,21 @@ TORCH_LIBRARY(voxfit, m) {
   m.def(torch::schema("voxfit::leave_block(str name) -> ()", c10::AliasAnalysisKind::CONSERVATIVE), &leave_block);
 }
 
-// The line of an error that says what went wrong: TorchScript's ends with "RuntimeError: ...",
-// after the interpreter's traceback (and LibTorch's own C++ one, where enabled).
+// The line of an error that says what went wrong (c10 errors without their C++ backtrace), in
+// printable ASCII and at most 160 characters: a damaged archive can make LibTorch's parser quote
+// bytes it should not have read.
 std::string last_line(const std::exception& e) {
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);
-  std::istringstream lines(c10 ? c10->what_without_backtrace() : e.what());
-  std::string line, named, last;
-  static const std::regex kNamed(R"(^\s*[A-Za-z_.]*(Error|Exception): .*)");
-  while (std::getline(lines, line)) {
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    if (line.rfind("Exception raised from", 0) == 0) break;  // LibTorch's C++ backtrace follows
-    last = line;
-    if (std::regex_match(line, kNamed)) named = line;
-  }
-  std::string out = named.empty() ? last : named;
-  out = out.substr(std::min(out.size(), out.find_first_not_of(" \t")));
-  if (out.rfind("builtins.", 0) == 0) out = out.substr(9);  // Python's own exceptions, as Python prints them
-  return out.empty() ? std::string("(no message)") : out;
+  std::string line = error_line(c10 ? c10->what_without_backtrace() : e.what());
+  for (char& c : line)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  if (line.size() > 160) line = line.substr(0, 157) + "...";
+  return line;
 }
 
-// What is wrong with a file torch::jit::load refused, in words.
+// What is wrong with a file torch::jit::load refused, in words. The kind of archive is read from
+// the record names its zip directory holds (TorchScript's constants.pkl and code/, torch.save's
+// data.pkl), not from the reader's message, which a damaged archive can garble.
 std::string load_problem(const std::string& bytes, const std::exception& e) {
   const std::string what = e.what();
   std::smatch m;
@@ -74,20 +69,15 @@ std::string load_problem(const std::string& bytes, const std::exception& e) {
     return "written by a newer torch than this build's LibTorch " + torch_version() +
            " reads (archive format version " + m[1].str() + "; it reads up to " + m[2].str() +
            "): save it with a torch <= " + torch_version() + " or build voxfit on a newer LibTorch";
-  const bool zip = bytes.rfind("PK\x03\x04", 0) == 0;
-  if (!zip) return "not a TorchScript archive (torch.jit.script(net).save(path) writes one; this is not a zip archive)";
-  if (what.find("central directory") != std::string::npos || what.find("failed reading zip") != std::string::npos ||
-      what.find("invalid header") != std::string::npos)
+  if (bytes.rfind("PK\x03\x04", 0) != 0)
+    return "not a TorchScript archive (torch.jit.script(net).save(path) writes one; this is not a zip archive)";
+  if (what.find("central directory") != std::string::npos || what.find("failed reading zip") != std::string::npos)
     return "a damaged TorchScript archive (the zip archive is truncated or corrupt)";
-  // torch.save's archive (weights) has neither record; a TorchScript archive whose records are
-  // damaged fails later, in parsing them.
-  if (what.find("failed locating file") != std::string::npos &&
-      (what.find("constants.pkl") != std::string::npos || what.find("code/") != std::string::npos))
+  const bool scripted = bytes.find("constants.pkl") != std::string::npos || bytes.find("/code/") != std::string::npos;
+  if (!scripted && bytes.find("data.pkl") != std::string::npos)
     return "a PyTorch archive that holds no TorchScript module (torch.save writes weights; voxfit needs "
            "torch.jit.script(net).save(path))";
-  if (what.find("code/") != std::string::npos || what.find("INTERNAL ASSERT") != std::string::npos)
-    return "a damaged TorchScript archive (its code or data records do not parse: " + last_line(e) + ")";
-  return "not a TorchScript module this LibTorch " + torch_version() + " can read: " + last_line(e);
+  return "a damaged TorchScript archive (LibTorch " + torch_version() + " cannot read it: " + last_line(e) + ")";
 }
 
 std::string read_bytes(const fs::path& path) {
@@ -196,22 +186,32 @@ bool is_scripted_model(const std::string& model) {
 
 torch::jit::Module load_scripted(const fs::path& path) {
   const std::string bytes = read_bytes(path);
-  // LibTorch's reader trusts the archive it reads: try it where a crash costs nothing first, once
-  // per content (a sweep builds the network for every probe).
+  // LibTorch's reader trusts the archive it reads: it reads it first where a crash costs nothing,
+  // once per content (a sweep builds the network for every probe). A file the child refuses is
+  // refused with the child's words: this process never parses it.
   static std::mutex mutex;
-  static std::set<std::string> survived;
+  static std::set<std::string> loaded;
   const std::string key = core::sha256_hex(bytes);
   bool known;
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    known = survived.count(key) > 0;
+    known = loaded.count(key) > 0;
   }
   if (!known) {
-    core::survive_in_child(
+    const std::string refused = core::verdict_in_child(
         path.string() + ": not a readable TorchScript archive (LibTorch's reader ",
-        [&] { (void)load_bytes(path.string(), bytes); }, 120);
+        [&] {
+          try {
+            (void)load_bytes(path.string(), bytes);
+            return std::string();
+          } catch (const IoError& e) {
+            return std::string(e.what());
+          }
+        },
+        120);
+    if (!refused.empty()) throw IoError(refused);
     const std::lock_guard<std::mutex> lock(mutex);
-    survived.insert(key);
+    loaded.insert(key);
   }
   return load_bytes(path.string(), bytes);
 }
@@ -318,6 +318,11 @@ const ModelEntry& scripted_entry(const std::string& path) {
   entry->make = [path, checked, params = entry->params](const ModelContext& ctx) -> Network {
     const bool deep_supervision = detail::Params(path, params, ctx).flag("deep_supervision");
     auto net = std::make_shared<ScriptedNetworkImpl>(load_scripted(path), path, deep_supervision);
+    // --channels-last on: the 3D weights in ChannelsLast3d (the module holds the same tensors), as
+    // the step's inputs are; cuDNN then runs NDHWC convolutions.
+    if (ctx.channels_last)
+      for (auto& p : net->parameters())
+        if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
     const std::string key =
         std::to_string(ctx.in_channels) + "|" + std::to_string(ctx.num_classes) + "|" + shape_to_string(ctx.patch);
     static std::mutex check_mutex;

@@ -12,6 +12,8 @@
 #include "support/test_support.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/sha256.h"
+#include "voxfit/memory/cpu_budget.h"
+#include "voxfit/memory/oom.h"
 #include "voxfit/models/scripted.h"
 #include "voxfit/sweep/journal.h"
 #include "voxfit/train/train_step.h"
@@ -162,12 +164,64 @@ TEST(Scripted, DeepSupervisionListsTrainEveryOutputAndEvalTheFirst) {
   EXPECT_TRUE(torch::isfinite(step.run(formula_batch({2, 1, 32, 32, 32}, 4), 1e-3, 0).loss).item<bool>());
 }
 
+TEST(Scripted, ChannelsLastStoresTheConvolutionWeightsNdhwcAndComputesTheSame) {
+  SKIP_UNLESS_FIXTURES_READABLE();
+  ModelContext cl = context();
+  cl.channels_last = true;
+  const Network plain = make_model(fixture("dynunet.ts").string(), context());
+  const Network last = make_model(fixture("dynunet.ts").string(), cl);
+  int converted = 0;
+  for (const auto& p : last->parameters())
+    if (p.dim() == 5) {
+      EXPECT_TRUE(p.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+      ++converted;
+    }
+  EXPECT_GT(converted, 0);
+  plain->eval();
+  last->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({2, 1, 32, 32, 32});
+  const auto a = plain->forward(x).front();
+  const auto b = last->forward(x.contiguous(at::MemoryFormat::ChannelsLast3d)).front();
+  EXPECT_TRUE(torch::allclose(a, b, 1e-4, 1e-5)) << (a - b).abs().max().item<double>();
+}
+
 TEST(Scripted, TheForwardIsChargedToTheTopLevelChildrenItCalls) {
   SKIP_UNLESS_FIXTURES_READABLE();
   const Network net = make_model(fixture("unetr.ts").string(), context());
   const auto& children = dynamic_cast<const ScriptedNetworkImpl&>(*net).attributed_children();
   for (const char* child : {"vit", "encoder1", "decoder2", "out"})
     EXPECT_NE(std::find(children.begin(), children.end(), child), children.end()) << child;
+}
+
+TEST(Scripted, AnAllocationFailureInsideTheInterpreterIsOutOfMemory) {
+  SKIP_UNLESS_FIXTURES_READABLE();
+  // The interpreter rethrows the allocator's error as a plain one with its traceback first: the
+  // sweep's and the trainer's out-of-memory handling must still see it (a real one, in forward and
+  // in backward, under a 64 MiB CPU budget).
+  const Network net = make_model(fixture("unetr.ts").string(), context());
+  net->train();
+  const auto x = torch::randn({8, 1, 32, 32, 32});
+  for (const bool backward : {false, true}) {
+    std::optional<torch::Tensor> logits;
+    if (backward) logits = net->forward(x).front();  // unbudgeted: backward then allocates under the cap
+    try {
+      const memory::ScopedCpuBudget budget(backward ? 8 << 20 : 64 << 20);
+      if (backward)
+        logits->sum().backward();
+      else
+        (void)net->forward(x);
+      ADD_FAILURE() << "no allocation failure (backward " << backward << ")";
+    } catch (const std::exception& e) {
+      EXPECT_TRUE(memory::is_oom(e)) << backward << ": " << e.what();
+    }
+  }
+  EXPECT_FALSE(memory::is_oom(std::runtime_error(
+      "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent "
+      "call last):\nRuntimeError: shapes cannot be multiplied")));
+  EXPECT_EQ(error_line("The following operation failed in the TorchScript interpreter.\n  File x.py\n"
+                       "builtins.RuntimeError: this network refuses every input\n"),
+            "RuntimeError: this network refuses every input");
 }
 
 // Each bad file: one line naming the file and the problem, a non-zero exit, no crash.
@@ -202,7 +256,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFile{"dynunet.ts", "--classes 3", "predicts 4 classes, the dataset has 3", 2},
                       BadFile{"dynunet.ts", "--classes 4 --in-channels 2", "to have 1 channels, but got 2", 1},
                       BadFile{"weights.pt", "--classes 4", "holds no TorchScript module", 1},
-                      BadFile{"damaged_code.ts", "--classes 4", "its code or data records do not parse", 1},
+                      BadFile{"damaged_code.ts", "--classes 4", "a damaged TorchScript archive (LibTorch", 1},
                       BadFile{"dynunet.ts", "--classes 4 --feature-size 8", "--feature-size is not a parameter", 2},
                       BadFile{"dynunet.ts", "--classes 4 --deep-supervision maybe", "expected true or false", 2}),
     [](const auto& info) {

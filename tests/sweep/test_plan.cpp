@@ -145,8 +145,8 @@ TEST_F(PlanCommand, PlansEachBudgetOnTheBoundaryOfNnUNetsOrder) {
 // importable) and get_network_from_plans (or dynamic_network_architectures alone) builds each
 // configuration with voxfit's parameter count.
 TEST_F(PlanCommand, NnUNetBuildsEachPlannedNetworkWithVoxfitsParameterCount) {
-  const auto python = test::python_with("torch, dynamic_network_architectures");
-  if (!python) GTEST_SKIP() << "python3 with torch and dynamic_network_architectures is not available";
+  const auto python = test::python_with("torch, dynamic_network_architectures.architectures.unet");
+  if (!python) GTEST_SKIP() << "python3 with torch and dynamic_network_architectures (and numpy) is not available";
   const PlanResult plan = plan_small();
   const json plans = plans_file();
   const auto check =
@@ -182,7 +182,8 @@ TEST_F(PlanCommand, NnUNetBuildsEachPlannedNetworkWithVoxfitsParameterCount) {
 TEST_F(PlanCommand, DefaultWidthsPlanUnderACpuBudgetSmallerThanTheirNetworks) {
   const auto r = test::run_voxfit("plan --dataset '" + test::prepared_ct_cache().string() +
                                   "' --budgets 200MiB --device cpu --precision fp32 --warmup-steps 1 --timed-steps 1 "
-                                  "--output '" + out().string() + "'");
+                                  "--output '" +
+                                  out().string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   std::ifstream in(out() / "plan.json");
   const PlanResult plan = PlanResult::from_json(json::parse(in));

@@ -51,4 +51,12 @@ class UnsupportedError : public Error {
   int exit_code() const noexcept override { return 2; }
 };
 
+/// Whether `what` is an error the TorchScript interpreter rethrew (a scripted network's forward or
+/// backward): its first line says only that an operation failed, its traceback follows.
+bool is_script_error(const std::string& what);
+/// The line of an error message that says what went wrong: the last "SomethingError: ..." line of
+/// TorchScript's traceback (Python's "builtins." dropped), before any C++ backtrace ("Exception
+/// raised from ..."); else its last line.
+std::string error_line(const std::string& what);
+
 }  // namespace voxfit

@@ -18,4 +18,11 @@ void survive_in_child(const std::string& what, const std::function<void()>& work
                       const std::function<std::shared_ptr<void>()>& fork_guard = {},
                       const std::function<void()>& in_child = {});
 
+/// survive_in_child for a reader that says what it found: `work`'s return value in the child (at
+/// most 4 KiB; empty when it throws) comes back to the parent. The parent can then refuse a file
+/// the child refused without reading it itself.
+std::string verdict_in_child(const std::string& what, const std::function<std::string()>& work, double timeout_s,
+                             const std::function<std::shared_ptr<void>()>& fork_guard = {},
+                             const std::function<void()>& in_child = {});
+
 }  // namespace voxfit::core
