@@ -9,6 +9,7 @@
 #           expandable segments at the same usable GiB (PEER_USABLE, 23.02)
 # voxfit is built unless build-cuda/voxfit exists (a warm machine keeps the plan call's build).
 # PHASES (default "speed peers peermax maxbatch", networks/run.sh's): the eager peer runs with "peers".
+# NETS (default both networks, networks/run.sh's format) narrows the call to one.
 # carry: .devdeps .shared-data. Logs: $OUT/networks-logs.tar.gz and $OUT/scripted.log; table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -25,7 +26,7 @@ phases=${PHASES:-speed peers peermax maxbatch}
       --warmup 3 2>&1 | grep -E '^\{' | tail -1
   done
 } >"$log"
-NETS="dynunet_96.ts:dynunet:96 unetr_96.ts:unetr:96" PHASES="$phases" BUDGETS=rtx3090 \
+NETS=${NETS:-dynunet_96.ts:dynunet:96 unetr_96.ts:unetr:96} PHASES="$phases" BUDGETS=rtx3090 \
   PEER_USABLE=23.02 LIMIT_S=$((${LIMIT_S:-585} - ($(date +%s) - start))) OUT=$out bash experiments/networks/run.sh
 for d in /tmp/voxfit-work/sweep_*; do cp "$d/results.jsonl" "$out/$(basename "$d").jsonl" 2>/dev/null; done
 echo "## peer_seg.py eager, batch 2"
