@@ -107,6 +107,12 @@ struct MemoryRequest {
   memory::BudgetSpec budget;
 };
 
+void print_statics(const memory::MemoryBreakdown& b) {
+  std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
+              dtype_text(b.statics.parameters).c_str(), dtype_text(b.gradients).c_str(),
+              dtype_text(b.statics.optimizer_state).c_str(), dtype_text(b.statics.buffers).c_str());
+}
+
 void print_memory(const std::string& name, const models::ModelContext& ctx, int batch, const MemoryRequest& req) {
   std::vector<std::int64_t> input = {batch, ctx.in_channels};
   input.insert(input.end(), ctx.patch.begin(), ctx.patch.end());
@@ -132,9 +138,7 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
     std::printf("\nmemory of one training step: %s, %s, input %s, measured on %s: peak in %s\n",
                 train::to_string(req.step.precision).c_str(), train::to_string(req.step.optimizer.kind).c_str(),
                 models::shape_to_string(input).c_str(), measured->device.c_str(), measured->peak_phase.c_str());
-    std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
-                dtype_text(measured->statics.parameters).c_str(), dtype_text(measured->gradients).c_str(),
-                dtype_text(measured->statics.optimizer_state).c_str(), dtype_text(measured->statics.buffers).c_str());
+    print_statics(*measured);
     std::printf("  %-26s %12s\n", "component", "measured");
     for (const auto& p : measured->parts) std::printf("  %-26s %12s\n", p.name.c_str(), signed_bytes(p.bytes).c_str());
     std::printf("  %-26s %12s\n", "peak", format_bytes(measured->peak_allocated).c_str());
@@ -152,9 +156,7 @@ void print_memory(const std::string& name, const models::ModelContext& ctx, int 
               : fused             ? "fused (GPU)"
                                   : "aten",
               predicted->peak_phase.c_str());
-  std::printf("  static by dtype: parameters %s; gradients %s; optimizer state %s; buffers %s\n",
-              dtype_text(predicted->statics.parameters).c_str(), dtype_text(predicted->gradients).c_str(),
-              dtype_text(predicted->statics.optimizer_state).c_str(), dtype_text(predicted->statics.buffers).c_str());
+  print_statics(*predicted);
   if (!measured) {
     std::printf("  %-26s %12s\n", "component", "predicted");
     for (const auto& p : predicted->parts) std::printf("  %-26s %12s\n", p.name.c_str(), signed_bytes(p.bytes).c_str());
