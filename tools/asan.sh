@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The whole test suite under AddressSanitizer + UBSan (the `asan` preset: build-asan/,
+# The whole test suite under AddressSanitizer + UBSan (the `asan` preset's settings: build-asan/,
 # RelWithDebInfo, -fsanitize=address,undefined on every voxfit target and test). Configures and
 # builds what is missing, then runs CTest; extra arguments go to ctest (e.g. -R Reliability).
 # Writes build-asan/asan-ctest.log; the exit status is CTest's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${VOXFIT_ASAN_BUILD_JOBS:-$(nproc)}
-[ -f build-asan/build.ninja ] || cmake --preset asan
-cmake --build --preset asan -j"$jobs"
+# tools/build.sh configures (once, against the LibTorch it builds voxfit with: the `asan` preset
+# alone finds only a system LibTorch) and builds; VOXFIT_BUILD_TARGETS narrows the build.
+BUILD_DIR=build-asan VOXFIT_JOBS=$jobs \
+  VOXFIT_CMAKE_ARGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVOXFIT_SANITIZE=ON -DVOXFIT_PCH=OFF ${VOXFIT_CMAKE_ARGS:-}" \
+  bash tools/build.sh
 
 # Leak checking stays on, with the libraries' process-lifetime caches suppressed by library
 # (tools/lsan.supp): LibTorch's allocator and dispatcher tables, OpenMP/oneDNN thread state, ITK's
