@@ -1,6 +1,7 @@
 #include "voxfit/core/error.h"
 
 #include <algorithm>
+#include <iterator>
 #include <regex>
 #include <sstream>
 
@@ -8,6 +9,13 @@ namespace voxfit {
 
 bool is_script_error(const std::string& what) {
   return what.rfind("The following operation failed in the TorchScript interpreter", 0) == 0;
+}
+
+bool reports_allocation_failure(const std::string& message) {
+  static constexpr const char* kPhrases[] = {"out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                                             "not enough memory", "can't allocate memory"};
+  return std::any_of(std::begin(kPhrases), std::end(kPhrases),
+                     [&](const char* phrase) { return message.find(phrase) != std::string::npos; });
 }
 
 std::string error_line(const std::string& what) {

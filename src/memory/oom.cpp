@@ -13,11 +13,6 @@ namespace voxfit::memory {
 
 namespace {
 
-// Allocation failures that do not arrive as OutOfMemoryError: cuBLAS/cuDNN handles and
-// workspaces created with cudaMalloc outside the caching allocator, and the default CPU allocator.
-constexpr const char* kOomPhrases[] = {"out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
-                                       "not enough memory", "can't allocate memory"};
-
 #if defined(VOXFIT_WITH_CUDA)
 int cuda_index(const c10::Device& device) { return device.has_index() ? device.index() : 0; }
 #endif
@@ -31,10 +26,9 @@ bool is_oom(const std::exception& e) {
   // backward as a plain error whose last line is the allocator's.
   const auto* c10e = dynamic_cast<const c10::Error*>(&e);
   if (c10e == nullptr && !is_script_error(e.what())) return false;
-  const std::string msg = c10e ? c10e->msg() : error_line(e.what());
-  for (const char* phrase : kOomPhrases)
-    if (msg.find(phrase) != std::string::npos) return true;
-  return false;
+  // Allocation failures that do not arrive as OutOfMemoryError: cuBLAS/cuDNN handles and
+  // workspaces created with cudaMalloc outside the caching allocator, and the default CPU allocator.
+  return reports_allocation_failure(c10e ? c10e->msg() : error_line(e.what()));
 }
 
 void recover_after_oom(const c10::Device& device) {

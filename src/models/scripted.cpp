@@ -22,7 +22,6 @@
 #include "voxfit/core/error.h"
 #include "voxfit/core/isolated.h"
 #include "voxfit/core/runtime.h"
-#include "voxfit/core/sha256.h"
 
 #include "registry_support.h"
 
@@ -187,11 +186,14 @@ bool is_scripted_model(const std::string& model) {
 torch::jit::Module load_scripted(const fs::path& path) {
   const std::string bytes = read_bytes(path);
   // LibTorch's reader trusts the archive it reads: it reads it first where a crash costs nothing,
-  // once per content (a sweep builds the network for every probe). A file the child refuses is
-  // refused with the child's words: this process never parses it.
+  // once per version of the file (a sweep builds the network for every probe; hashing a large
+  // network's file each time would cost seconds). A file the child refuses is refused with the
+  // child's words: this process never parses it.
   static std::mutex mutex;
   static std::set<std::string> loaded;
-  const std::string key = core::sha256_hex(bytes);
+  std::error_code ec;
+  const std::string key = fs::absolute(path).lexically_normal().string() + "|" + std::to_string(bytes.size()) + "|" +
+                          std::to_string(fs::last_write_time(path, ec).time_since_epoch().count());
   bool known;
   {
     const std::lock_guard<std::mutex> lock(mutex);
@@ -256,7 +258,7 @@ std::vector<torch::Tensor> ScriptedNetworkImpl::forward(const torch::Tensor& x) 
     const std::string line = last_line(e);
     // The interpreter rethrows an allocation failure as a plain error: it stays one (the sweep's
     // and the trainer's out-of-memory handling read it).
-    if (line.find("out of memory") != std::string::npos || line.find("ALLOC_FAILED") != std::string::npos) throw;
+    if (reports_allocation_failure(line)) throw;
     throw ModelError(file_ + ": the forward fails on an input of " + shape_to_string(x.sizes().vec()) + ": " + line);
   }
   std::vector<torch::Tensor> outputs;

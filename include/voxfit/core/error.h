@@ -54,6 +54,9 @@ class UnsupportedError : public Error {
 /// Whether `what` is an error the TorchScript interpreter rethrew (a scripted network's forward or
 /// backward): its first line says only that an operation failed, its traceback follows.
 bool is_script_error(const std::string& what);
+/// Whether an error message reports a failed allocation: the caching allocator's "out of memory",
+/// cuBLAS / cuDNN handles and workspaces made outside it, the default CPU allocator.
+bool reports_allocation_failure(const std::string& message);
 /// The line of an error message that says what went wrong: the last "SomethingError: ..." line of
 /// TorchScript's traceback (Python's "builtins." dropped), before any C++ backtrace ("Exception
 /// raised from ..."); else its last line.
