@@ -14,6 +14,8 @@
 #   peermax (phase, not in the defaults): the peer's own exact largest batch (eager, a fresh model per
 #           probe) under the same usable GiB as voxfit's budgets, with expandable segments (PEER_USABLE,
 #           default "23.02,43.67": rtx3090 and a40 as measured on the H100)
+#   SWEEPS  "model:patch ..." for the maxbatch phase (default: every net of NETS with a peer); each
+#           sweep's results.jsonl comes back as $OUT/sweep_<model>.jsonl (for `voxfit cards fit`)
 #   CURVES  "model:patch ..." for the curve phase: STEPS (500) steps from one seed, fused kernels
 #           and then --kernels aten; loss every 50 steps, validation Dice every 100 (not in the defaults)
 # Speed and peers run for every net first; then the max-batch sweeps share the time left.
@@ -123,15 +125,23 @@ if has curve; then  # the same seed, fused kernels and then ATen's
   done
 fi
 if has maxbatch; then
-  for i in "${!nets[@]}"; do
-    IFS=: read -r m pm patch _ <<<"${nets[$i]}"
-    [ "$pm" = - ] && continue
+  sweeps=(${SWEEPS:-})
+  if [ ${#sweeps[@]} -eq 0 ]; then
+    for net in "${nets[@]}"; do
+      IFS=: read -r m pm patch _ <<<"$net"
+      [ "$pm" = - ] || sweeps+=("$m:$patch")
+    done
+  fi
+  for i in "${!sweeps[@]}"; do
+    IFS=: read -r m patch <<<"${sweeps[$i]}"
     stamp "voxfit $m $patch max batch"
-    # The time left (LIMIT_S, default 590 s) shared by the sweeps left: one cut off keeps its journal.
-    left=$(((${LIMIT_S:-590} - ($(date +%s) - start)) / (${#nets[@]} - i)))
+    # The time left (LIMIT_S, default 590 s) shared by the sweeps left: one cut off keeps its journal,
+    # and the same command on the same machine goes on from it.
+    left=$(((${LIMIT_S:-590} - ($(date +%s) - start)) / (${#sweeps[@]} - i)))
     timeout "$left" "$vf" sweep --dataset "$cache" --models "$m" --patches "$patch" --precisions fp16 \
       --budgets "${BUDGETS:-rtx3090,a40}" --no-throughput-table --output "$work/sweep_$m" >"$logs/sweep_${m}.log" 2>&1 ||
       tail -3 "$logs/sweep_${m}.log"
+    cp "$work/sweep_$m/results.jsonl" "$out/sweep_$m.jsonl" 2>/dev/null
     { echo; grep -E "probe batch|^$m" "$logs/sweep_${m}.log" | tail -24; } >>"$summary"
   done
 fi

@@ -28,6 +28,5 @@ phases=${PHASES:-speed peers peermax maxbatch}
 } >"$log"
 NETS=${NETS:-dynunet_96.ts:dynunet:96 unetr_96.ts:unetr:96} PHASES="$phases" BUDGETS=rtx3090 \
   PEER_USABLE=23.02 LIMIT_S=$((${LIMIT_S:-585} - ($(date +%s) - start))) OUT=$out bash experiments/networks/run.sh
-for d in /tmp/voxfit-work/sweep_*; do cp "$d/results.jsonl" "$out/$(basename "$d").jsonl" 2>/dev/null; done
 echo "## peer_seg.py eager, batch 2"
 cat "$log" 2>/dev/null
