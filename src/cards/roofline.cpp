@@ -23,9 +23,19 @@ std::string to_string(ComputeUnit unit) {
 }
 
 std::vector<EnergyPerFlop> default_energy_per_flop() {
-  return {{"ampere", ComputeUnit::kFp16Tensor, kAmpereTensorPicojoules},
-          {"ampere", ComputeUnit::kBf16Tensor, kAmpereTensorPicojoules},
-          {"ampere", ComputeUnit::kTf32Tensor, 2.0 * kAmpereTensorPicojoules}};
+  std::vector<EnergyPerFlop> out;
+  // Volta and Turing have FP16 tensor cores only; Ampere, Ada and Hopper add BF16 (the FP16 rate)
+  // and TF32 (half of it).
+  out.push_back({"volta", ComputeUnit::kFp16Tensor, kVoltaTensorPicojoules});
+  out.push_back({"turing", ComputeUnit::kFp16Tensor, kTuringTensorPicojoules});
+  for (const auto& [architecture, picojoules] : {std::pair<const char*, double>{"ampere", kAmpereTensorPicojoules},
+                                                 {"ada", kAdaTensorPicojoules},
+                                                 {"hopper", kHopperTensorPicojoules}}) {
+    out.push_back({architecture, ComputeUnit::kFp16Tensor, picojoules});
+    out.push_back({architecture, ComputeUnit::kBf16Tensor, picojoules});
+    out.push_back({architecture, ComputeUnit::kTf32Tensor, 2.0 * picojoules});
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, double>> free_parameters(const RooflineConstants& k) {

@@ -38,9 +38,10 @@ class CardTableTest : public TempDirTest {
 
 TEST_F(CardTableTest, ShippedTableHasEveryReferenceCard) {
   const CardTable table = load_card_table(test::source_dir() / "data" / "cards.csv");
-  const std::set<std::string> expected = {"rtx3090",   "a40",     "a100_40gb", "a100_80gb", "v100_16gb", "v100_32gb",
-                                          "rtx2080ti", "titanxp", "gtx1080ti", "rtx3060",   "rtx3080ti", "rtx_a4000",
-                                          "rtx_a5000", "rtx4090", "h100_sxm",  "h200_sxm"};
+  const std::set<std::string> expected = {
+      "rtx3090",  "a40",       "a100_40gb",      "a100_80gb", "v100_16gb", "v100_32gb", "rtx2080ti",
+      "titanxp",  "gtx1080ti", "rtx3060",        "rtx3080ti", "rtx_a4000", "rtx_a5000", "rtx4090",
+      "h100_sxm", "h200_sxm",  "v100_pcie_16gb", "t4",        "l4",        "h100_pcie"};
   const auto ids = table.ids();
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()), expected);
   EXPECT_EQ(ids.size(), expected.size());

@@ -48,14 +48,29 @@ struct EnergyPerFlop {
   double picojoules = 0;
 };
 
-/// Ampere's energy per dense tensor FLOP (the seeds' only power-limited card is GA102): 300 W over the
-/// A40's FP16-tensor rate at its base clock, 149.7 x 1305 / 1740 TFLOP/s (NVIDIA's datasheet power
-/// and clocks; the base clock is what the card holds at TDP under load), 2.672 pJ. BF16 runs at the
-/// FP16 rate on the same units (the same energy), TF32 at half of it (twice the energy per FLOP).
-/// The seed numbers allow any FP16 value from 2.67 (the A40 at its base clock) to 4.93 (where the
-/// 3090's 71 TFLOP/s would start to be limited); this is the smallest, which limits no card more
-/// than its own datasheet base clock says. No other generation has a seed card to check one on.
+/// The energy per dense tensor FLOP of each generation, one recipe from datasheets: the board power
+/// (TDP) over the tensor rate at the base clock, the clock a card holds at its power limit under
+/// load, of the generation's reference card. BF16 runs at the FP16 rate on the same units (the same
+/// energy), TF32 at half of it (twice the energy per FLOP). A card whose TDP cannot feed its peak
+/// at its generation's energy runs at TDP / energy, never below its own base clock's share.
+///
+/// Ampere: the A40 (the seeds' only power-limited card, GA102): 300 W over 149.7 x 1305 / 1740
+/// TFLOP/s, 2.672 pJ. The seed numbers allow any FP16 value from 2.67 (the A40 at its base clock) to
+/// 4.93 (where the 3090's 71 TFLOP/s would start to be limited); this is the smallest, which limits
+/// no card more than its own datasheet base clock says.
 inline constexpr double kAmpereTensorPicojoules = 300.0 / (149.7 * 1305.0 / 1740.0);
+/// The generations without a seed card take the same recipe from their smallest-power data-centre
+/// card, the one its TDP binds hardest (each card's row in data/cards.csv holds the columns):
+/// Turing, the 70 W T4: 65 TFLOP/s FP16 at 1590 MHz boost, 585 MHz base, 2.927 pJ (NVIDIA's forum
+/// measures 24 TFLOP/s in a long cuBLAS FP16 GEMM on a T4: its base-clock rate, 23.9, by power capping).
+inline constexpr double kTuringTensorPicojoules = 70.0 / (65.0 * 585.0 / 1590.0);
+/// Volta, the 250 W V100 PCIe: 112 TFLOP/s at 1380 MHz boost, 1245 MHz base, 2.474 pJ.
+inline constexpr double kVoltaTensorPicojoules = 250.0 / (112.0 * 1245.0 / 1380.0);
+/// Ada, the 72 W L4: 121 TFLOP/s dense FP16 at 2040 MHz boost, 795 MHz base, 1.527 pJ.
+inline constexpr double kAdaTensorPicojoules = 72.0 / (121.0 * 795.0 / 2040.0);
+/// Hopper, the 350 W H100 PCIe: 756.5 TFLOP/s dense FP16 at 1755 MHz boost, 1125 MHz base,
+/// 0.722 pJ (the 700 W SXM cards then run at 970 of 989 TFLOP/s).
+inline constexpr double kHopperTensorPicojoules = 350.0 / (756.5 * 1125.0 / 1755.0);
 std::vector<EnergyPerFlop> default_energy_per_flop();
 
 /// The model's constants, the same for every card.

@@ -1,5 +1,5 @@
 set terminal pngcairo size 1200,700 noenhanced
-set output 'experiments/cards/results/h200/.predictions.png.tmp23059_3'
+set output 'experiments/cards/results/h200/.predictions.png.tmp13728_3'
 set title 'Predicted throughput per card'
 set ylabel 'samples/s'
 set logscale y
