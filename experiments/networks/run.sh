@@ -9,8 +9,9 @@
 #   CHECKS  the GPU tests of the checks phase, "binary:gtest_filter ..." (default the ResEnc tests)
 #   MEMORY  "model:patch:batch[:args] ..." for the memory phase: `voxfit models --memory --measure`,
 #           the predicted breakdown beside the measured one (not in the defaults)
-#   PROFILE "model:patch[:peer] ..." for the profile phase: where a batch-2 fp16 training step's time
-#           goes, voxfit's (`cards profile`) beside the peer's (speed-vs-compile/peer-profile.py)
+#   PROFILE "model:patch[:peer[:voxfit+args]] ..." for the profile phase: where a batch-2 fp16 training
+#           step's time goes, voxfit's (`cards profile`) beside the peer's (speed-vs-compile/peer-profile.py;
+#           peer `-` for none)
 #   peermax (phase, not in the defaults): the peer's own exact largest batch (eager, a fresh model per
 #           probe) under the same usable GiB as voxfit's budgets, with expandable segments (PEER_USABLE,
 #           default "23.02,43.67": rtx3090 and a40 as measured on the H100)
@@ -98,9 +99,10 @@ if has memory; then  # the prediction beside a measured step, per network and ba
 fi
 if has profile; then
   for c in ${PROFILE:-}; do
-    IFS=: read -r m patch pm <<<"$c"
-    stamp "profile $m $patch"
-    "$vf" cards profile --model "$m" --train --batch 2 --patch "$patch" --precision fp16 \
+    IFS=: read -r m patch pm extra <<<"$c"
+    stamp "profile $m $patch ${extra:-}"
+    # shellcheck disable=SC2086  # the extra arguments split on purpose
+    "$vf" cards profile --model "$m" --train --batch 2 --patch "$patch" --precision fp16 ${extra//+/ } \
       --output "$logs/profile_$m.json" >"$logs/profile_$m.log" 2>&1 || tail -3 "$logs/profile_$m.log"
     { echo "profile $m $patch^3 batch 2:"; python3 experiments/profile-summary.py --top 14 "$logs/profile_$m.json"; } \
       >>"$summary" 2>&1

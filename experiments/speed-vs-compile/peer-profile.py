@@ -8,6 +8,7 @@ profile` + experiments/profile-summary.py, for the workloads voxfit must beat:
   peer-profile.py dynunet   # MONAI DynUNet fp16 (autocast) training step, batch 2, 96^3, AdamW, compile
   peer-profile.py mednext_s # MONAI MedNeXt-S as peer_seg.py --fast trains it: forward + loss compiled
                             # (reduce-overhead), fused AdamW, fp16 autocast, batch 2
+  peer-profile.py segresnet # the same for MONAI's SegResNetDS as peer_seg.py builds it (batch norm, dsdepth 1)
   options: --batch N --patch N --precision float16|float32 --steps N --top N --json FILE
 
 The models are built as ../shared/peers/peer_ref.py and peer_seg.py build them (MONAI from PYTHONPATH).
@@ -60,12 +61,17 @@ def dynunet(a):
     return step, b
 
 
-def mednext(a):
-    """peer_seg.py --fast's step for MedNeXt (kernel 3): torch.compile(mode="reduce-overhead") over
-    forward + loss, fused AdamW, GradScaler."""
+def fast_seg(a):
+    """peer_seg.py --fast's step for MedNeXt (kernel 3) and SegResNetDS: torch.compile(mode="reduce-overhead")
+    over forward + loss, fused AdamW, GradScaler."""
     from monai.losses import DiceCELoss
-    from monai.networks.nets.mednext import create_mednext
-    m = create_mednext(a.model[-1], spatial_dims=3, in_channels=1, out_channels=14, kernel_size=3).cuda()
+    if a.model == "segresnet":
+        from monai.networks.nets import SegResNetDS
+        m = SegResNetDS(spatial_dims=3, init_filters=32, in_channels=1, out_channels=14,
+                        blocks_down=(1, 2, 2, 4, 4)).cuda()
+    else:
+        from monai.networks.nets.mednext import create_mednext
+        m = create_mednext(a.model[-1], spatial_dims=3, in_channels=1, out_channels=14, kernel_size=3).cuda()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=1e-5, fused=True)
     scaler = torch.amp.GradScaler("cuda")
     b = a.batch or 2
@@ -96,7 +102,8 @@ def short(name):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["vit", "resnet50", "dynunet", "mednext_s", "mednext_b", "mednext_m", "mednext_l"])
+    ap.add_argument("model", choices=["vit", "resnet50", "dynunet", "mednext_s", "mednext_b", "mednext_m", "mednext_l",
+                                       "segresnet"])
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--patch", type=int, default=96)
     ap.add_argument("--precision", default="float16")
@@ -106,8 +113,8 @@ def main():
     a = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     a.model = {"vit": "vit_base_patch16_224"}.get(a.model, a.model)
-    step, batch = (dynunet(a) if a.model == "dynunet" else mednext(a) if a.model.startswith("mednext")
-                   else reference(a))
+    seg = a.model == "dynunet" or a.model.startswith("mednext") or a.model == "segresnet"
+    step, batch = (dynunet(a) if a.model == "dynunet" else fast_seg(a) if seg else reference(a))
     for _ in range(5):
         step()
     torch.cuda.synchronize()
@@ -129,7 +136,7 @@ def main():
             per[k] = (n + 1, us + e.device_time)
     total = sum(us for _, us in per.values()) / a.steps
     rows = sorted(per.items(), key=lambda kv: -kv[1][1])
-    print(f"### peer {a.model} {a.precision} batch {batch}{' patch ' + str(a.patch) if a.model == 'dynunet' or a.model.startswith('mednext') else ''}"
+    print(f"### peer {a.model} {a.precision} batch {batch}{' patch ' + str(a.patch) if seg else ''}"
           f" + torch.compile ({torch.cuda.get_device_name()}, torch {torch.__version__})\n")
     print(f"- wall {wall * 1e3:.3f} ms a step ({batch / wall:.1f} samples/s), GPU kernels {total / 1e3:.3f} ms a step\n")
     print("| kernel | launches a step | ms a step | share |")
