@@ -6,7 +6,6 @@
 
 #include "voxfit/core/block_scope.h"
 #include "voxfit/core/error.h"
-#include "voxfit/kernels/depthwise_conv.h"
 #include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/models/blocks/layers.h"
 #include "voxfit/models/checkpoint.h"
@@ -47,11 +46,7 @@ MedNeXtBlockImpl::MedNeXtBlockImpl(int64_t in, int64_t out, int64_t expansion, i
 }
 
 torch::Tensor MedNeXtBlockImpl::forward(const torch::Tensor& x) {
-  // The plain block's depthwise convolution runs on voxfit's kernel where it applies (NCDHW on CUDA):
-  // LibTorch sends it to ATen's conv_depthwise3d, the larger part of a MedNeXt step's time.
-  auto y = stride_ == -2  ? up_conv1_(x)
-           : stride_ == 1 ? kernels::depthwise_conv3d(x, conv1_->weight, conv1_->bias)
-                          : conv1_(x);
+  auto y = stride_ == -2 ? up_conv1_(x) : conv1_(x);
   // GroupNorm with a group per channel is an affine instance norm: on the fused path it runs as
   // kernels::instance_norm_act in the input's dtype, where autocast runs ATen's group_norm in
   // float32 between two casts.
