@@ -2,7 +2,8 @@
 // CPU tensors never take the CUDA kernels, and (on a CUDA build with a GPU) the kernels match a
 // float64 reference in the output and in the input, weight and bias gradients for three dtypes,
 // kernel sizes 3 and 5 and sizes that leave partial tiles on every axis; the weight gradient is
-// deterministic; a MedNeXt block under fp16 autocast matches the ATen path.
+// deterministic; under fp16 autocast it matches ATen's convolution. MedNeXt does not call it yet:
+// it will once these tests have passed on a GPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -13,7 +14,6 @@
 #include "voxfit/core/torch_compat.h"
 #include "voxfit/kernels/depthwise_conv.h"
 #include "voxfit/kernels/instance_norm_act.h"
-#include "voxfit/models/nets/mednext.h"
 
 namespace voxfit::kernels {
 namespace {
@@ -116,28 +116,27 @@ TEST(DepthwiseConvCuda, SameInputGivesTheSameBits) {
   EXPECT_TRUE(torch::equal(grads[0], grads[1]));
 }
 
-// A MedNeXt block (depthwise conv, norm, expansion, GELU, compression, residual) in fp16 autocast:
-// fused and ATen give the same output and parameter gradients within half-precision rounding.
-TEST(DepthwiseConvCuda, MedNeXtBlockUnderAutocastMatchesTheAtenPath) {
+// Under fp16 autocast (as training runs it) the kernels see the input cast to half, as ATen's
+// convolution does, and give the same output and gradients within half-precision rounding.
+TEST(DepthwiseConvCuda, UnderAutocastMatchesTheAtenConvolution) {
   if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
   torch::manual_seed(0);
   for (const int64_t k : {3, 5}) {
-    models::MedNeXtBlock block(8, 8, 2, k, 1);
-    block->to(torch::kCUDA);
-    const auto x = torch::randn({2, 8, 20, 18, 36}, torch::kCUDA);
+    const auto x0 = torch::randn({2, 8, 20, 18, 36}, torch::kCUDA);
+    const auto w0 = torch::randn({8, 1, k, k, k}, torch::kCUDA) / k, b0 = torch::randn({8}, torch::kCUDA);
     std::vector<torch::Tensor> outs, grads;
     for (const auto mode : {KernelMode::kAten, KernelMode::kFused}) {
       KernelModeGuard guard(mode);
-      block->zero_grad();
+      const auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
       compat::set_autocast(torch::kCUDA, true, torch::kHalf);
-      const auto y = block->forward(x);
+      EXPECT_EQ(fused_depthwise_conv3d_applies(x, w), mode == KernelMode::kFused);
+      const auto y = depthwise_conv3d(x, w, b);
       compat::set_autocast(torch::kCUDA, false, torch::kHalf);
       at::autocast::clear_cache();
+      EXPECT_EQ(y.scalar_type(), torch::kHalf);
       y.to(torch::kFloat).square().mean().backward();
       outs.push_back(y.to(torch::kFloat).detach());
-      std::vector<torch::Tensor> g;
-      for (const auto& p : block->parameters()) g.push_back(p.grad().flatten());
-      grads.push_back(torch::cat(g));
+      grads.push_back(torch::cat({x.grad().flatten(), w.grad().flatten(), b.grad().flatten()}));
     }
     EXPECT_LT(relative_error(outs[1], outs[0].to(torch::kDouble)), 1e-2) << "k " << k;
     EXPECT_LT(relative_error(grads[1], grads[0].to(torch::kDouble)), 3e-2) << "k " << k;
