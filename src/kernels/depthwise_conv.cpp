@@ -26,9 +26,18 @@ torch::Tensor depthwise_conv3d_reference(const torch::Tensor& x, const torch::Te
   return torch::conv3d(x, weight, bias, /*stride=*/1, /*padding=*/k / 2, /*dilation=*/1, /*groups=*/x.size(1));
 }
 
+#ifdef VOXFIT_WITH_CUDA
+namespace {
+// The check on the input as the kernels would see it (already cast).
+bool fused_applies_to_cast(const torch::Tensor& cast_x, const torch::Tensor& weight) {
+  return kernel_mode() == KernelMode::kFused && fused_depthwise_conv3d_supports(cast_x, weight);
+}
+}  // namespace
+#endif
+
 bool fused_depthwise_conv3d_applies(const torch::Tensor& x, const torch::Tensor& weight) {
 #ifdef VOXFIT_WITH_CUDA
-  return kernel_mode() == KernelMode::kFused && fused_depthwise_conv3d_supports(autocast_input(x), weight);
+  return fused_applies_to_cast(autocast_input(x), weight);
 #else
   (void)x;
   (void)weight;
@@ -38,7 +47,9 @@ bool fused_depthwise_conv3d_applies(const torch::Tensor& x, const torch::Tensor&
 
 torch::Tensor depthwise_conv3d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
 #ifdef VOXFIT_WITH_CUDA
-  if (fused_depthwise_conv3d_applies(x, weight)) return depthwise_conv3d_fused(autocast_input(x), weight, bias);
+  // One cast, shared by the check and the kernels (the check alone would copy the input once more).
+  if (const auto cast_x = autocast_input(x); fused_applies_to_cast(cast_x, weight))
+    return depthwise_conv3d_fused(cast_x, weight, bias);
 #endif
   return depthwise_conv3d_reference(x, weight, bias);
 }
