@@ -79,6 +79,7 @@ json to_json(const KernelProfile& p) {
           {"kernel_s_per_step", p.kernel_s_per_step()},
           {"overhead_s_per_step", p.overhead_s_per_step()},
           {"samples_per_s", p.samples_per_s()},
+          {"gemm", {{"math", to_string(p.gemm_math)}, {"tflops", p.gemm_tflops}}},
           {"kernels", kernels}};
 }
 
@@ -121,6 +122,12 @@ KernelProfile profile_from_json(const json& j, const std::string& where) {
   p.wall_s_per_step = field<double>(j, "wall_s_per_step", where);
   if (p.batch < 1) throw IoError(where + ": batch must be >= 1, got " + std::to_string(p.batch));
   if (!(p.wall_s_per_step > 0)) throw IoError(where + ": wall_s_per_step must be > 0");
+  if (j.contains("gemm")) {  // optional: profiles before the GEMM measurement have none
+    const json gemm = field<json>(j, "gemm", where);
+    p.gemm_math = parse_math_kind(field<std::string>(gemm, "math", where + ": gemm"), where + ": gemm");
+    p.gemm_tflops = field<double>(gemm, "tflops", where + ": gemm");
+    if (p.gemm_tflops < 0) throw IoError(where + ": gemm: tflops must be >= 0");
+  }
   const json kernels = field<json>(j, "kernels", where);
   if (!kernels.is_array()) throw IoError(where + ": field 'kernels' must be an array");
   for (std::size_t i = 0; i < kernels.size(); ++i) {

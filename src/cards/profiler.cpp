@@ -41,6 +41,42 @@ std::string gpu_name(int device) {
   return "cuda:" + std::to_string(device);
 }
 
+/// The tensor arithmetic of a step at `precision` (bench or train names).
+MathKind step_math(const std::string& precision, bool tf32_matmul) {
+  if (precision == "fp16" || precision == "float16") return MathKind::kFp16Tensor;
+  if (precision == "bf16" || precision == "bfloat16") return MathKind::kBf16Tensor;
+  return tf32_matmul ? MathKind::kTf32 : MathKind::kFp32;
+}
+
+/// The card's dense GEMM rate for `math` (TFLOP/s): an 8192^3 matrix product, 3 untimed and 20
+/// timed, the TF32 setting restored after.
+double measure_gemm_tflops(int device, MathKind math) {
+  constexpr std::int64_t n = 8192;
+  constexpr int reps = 20;
+  const auto dtype = math == MathKind::kFp16Tensor   ? torch::kHalf
+                     : math == MathKind::kBf16Tensor ? torch::kBFloat16
+                                                     : torch::kFloat;
+  auto& context = at::globalContext();
+  const bool tf32 = context.allowTF32CuBLAS();
+  context.setAllowTF32CuBLAS(math == MathKind::kTf32);
+  double seconds = 0;
+  {
+    torch::NoGradGuard no_grad;
+    const auto options =
+        torch::TensorOptions().dtype(dtype).device(torch::kCUDA, static_cast<c10::DeviceIndex>(device));
+    const torch::Tensor a = torch::randn({n, n}, options), b = torch::randn({n, n}, options);
+    torch::Tensor c = torch::mm(a, b);
+    for (int i = 0; i < 3; ++i) torch::mm_out(c, a, b);
+    synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) torch::mm_out(c, a, b);
+    synchronize(device);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  context.setAllowTF32CuBLAS(tf32);
+  return 2.0 * n * n * n * reps / seconds / 1e12;
+}
+
 bool is_reference_model(const std::string& model) {
   return models::find_model(model).task == models::TaskKind::kClassification2d;
 }
@@ -298,6 +334,9 @@ KernelProfile profile_model(const ProfileOptions& o) {
   if (p.kernels.empty())
     throw Error("cards profile: the profiler recorded no GPU kernels on cuda:" + std::to_string(o.device) +
                 " (is CUPTI available to this LibTorch?)");
+  // After the step's tensors: the GEMM's 400 MB-1.2 GB come from what the allocator already holds.
+  p.gemm_math = step_math(p.precision, p.tf32_matmul);
+  p.gemm_tflops = measure_gemm_tflops(o.device, p.gemm_math);
   return p;
 }
 

@@ -6,6 +6,7 @@
 #include "voxfit/cards/memory_fit.h"
 #include "voxfit/cards/prediction_report.h"
 #include "voxfit/cards/profiler.h"
+#include "voxfit/cards/utilisation.h"
 #include "voxfit/cli/commands.h"
 #include "voxfit/cli/model_options.h"
 #include "voxfit/cli/options.h"
@@ -25,7 +26,8 @@ const char* kSubcommands =
     "  list      the GPU table (data/cards.csv)\n"
     "  fit       the largest batch of each swept configuration on every card, from the sweep's memory fit\n"
     "  profile   profile one step of a network on this GPU, kernel by kernel, into a JSON file\n"
-    "  predict   throughput on every card, from saved profiles or from a profile taken here\n";
+    "  predict   throughput on every card, from saved profiles or from a profile taken here\n"
+    "  utilisation  a saved profile's TFLOP/s against the card's measured GEMM rate, and its kernels' traffic\n";
 
 void add_card_table_option(CommandSpec& spec) {
   spec.options.add_options()(
@@ -91,14 +93,30 @@ cards::ProfileOptions profile_options(const po::variables_map& vm, const std::st
   return o;
 }
 
-std::string profile_summary(const cards::KernelProfile& p) {
+void add_saved_profile_option(CommandSpec& spec) {
+  spec.options.add_options()("profile", po::value<std::vector<std::string>>()->composing()->value_name("FILE.json"),
+                             "a saved profile (repeatable)");
+}
+
+std::vector<cards::KernelProfile> saved_profiles(const po::variables_map& vm) {
+  std::vector<cards::KernelProfile> profiles;
+  if (vm.count("profile"))
+    for (const auto& f : vm["profile"].as<std::vector<std::string>>()) profiles.push_back(cards::load_profile(f));
+  return profiles;
+}
+
+const memory::CardSpec* profiled_card(const cards::KernelProfile& p, const memory::CardTable& table) {
+  return p.card.empty() ? nullptr : table.find(p.card);
+}
+
+std::string profile_summary(const cards::KernelProfile& p, const memory::CardTable& table) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "%s on %s: %.1f samples/s, %.3f ms a step%s (kernels %.3f ms in %zu records, other %.3f ms)\n",
                 p.label().c_str(), p.device_name.c_str(), p.samples_per_s(), p.wall_s_per_step * 1e3,
                 p.cuda_graph ? " replayed as a CUDA graph" : "", p.kernel_s_per_step() * 1e3, p.kernels.size(),
                 p.overhead_s_per_step() * 1e3);
-  return buf;
+  return buf + cards::utilisation_line(cards::utilisation(p, profiled_card(p, table), 0, 0)) + "\n";
 }
 
 int cards_list(const Args& args) {
@@ -173,7 +191,7 @@ int cards_profile(const Args& args) {
   const fs::path out = vm["output"].as<std::string>();
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   cards::save_profile(out, p);
-  std::cout << profile_summary(p) << "Written: " << out.string() << "\n";
+  std::cout << profile_summary(p, table) << "Written: " << out.string() << "\n";
   return 0;
 }
 
@@ -189,10 +207,9 @@ int cards_predict(const Args& args) {
       "smaller L2), launch and host time kept. "
       "With --results, also each card's largest batch and samples/s there. Writes predictions.csv/.md and a plot "
       "where gnuplot exists."};
+  add_saved_profile_option(spec);
   // clang-format off
   spec.options.add_options()
-    ("profile", po::value<std::vector<std::string>>()->composing()->value_name("FILE.json"),
-     "a saved profile (repeatable)")
     ("results", po::value<std::string>()->value_name("SWEEP_DIR"), "a sweep: largest batch and samples/s per card")
     ("output", po::value<std::string>()->default_value("runs/cards")->value_name("DIR"), "where the results go")
     ("reference", po::value<std::string>()->default_value(reference_table_path().string())->value_name("FILE.csv"),
@@ -226,16 +243,14 @@ int cards_predict(const Args& args) {
   const auto reference = bench::load_reference_table(vm["reference"].as<std::string>());
   const fs::path output = vm["output"].as<std::string>();
 
-  std::vector<cards::KernelProfile> profiles;
-  if (saved) {
-    for (const auto& f : vm["profile"].as<std::vector<std::string>>()) profiles.push_back(cards::load_profile(f));
-  } else {
+  std::vector<cards::KernelProfile> profiles = saved_profiles(vm);
+  if (!saved) {
     cards::KernelProfile p = cards::profile_model(profile_options(vm, where));
     for (const auto& c : table.cards())
       if (c.name == p.device_name) p.card = c.id;
     fs::create_directories(output);
     cards::save_profile(output / "profile.json", p);
-    std::cout << profile_summary(p);
+    std::cout << profile_summary(p, table);
     profiles.push_back(std::move(p));
   }
   const auto predictions = cards::predict_all(profiles, table, k);
@@ -250,6 +265,34 @@ int cards_predict(const Args& args) {
   return 0;
 }
 
+int cards_utilisation(const Args& args) {
+  CommandSpec spec{"cards utilisation", "voxfit cards utilisation --profile FILE.json [--profile ...] [--top N]",
+                   "How close a profiled step comes to its card: the FLOPs the profiler counted over the step's wall "
+                   "time against the card's dense GEMM rate (measured by cards profile; else --gemm-tflops; else the "
+                   "datasheet peak), the kernel time, FLOP/s and estimated DRAM traffic of each operator class, and "
+                   "the kernels with the most time against the card's bandwidth."};
+  add_saved_profile_option(spec);
+  // clang-format off
+  spec.options.add_options()
+    ("top", po::value<int>()->default_value(10)->value_name("N"), "kernels listed")
+    ("gemm-tflops", po::value<double>()->default_value(0)->value_name("X"),
+     "the rate to hold a profile against where it has no measured GEMM rate (0: the datasheet peak)");
+  // clang-format on
+  add_card_table_option(spec);
+  po::variables_map vm;
+  if (!parse_command(spec, args, vm)) return 0;
+  const std::string where = "voxfit cards utilisation";
+  if (!vm.count("profile")) throw ConfigError(where + ": --profile FILE.json is required");
+  const int top = vm["top"].as<int>();
+  if (top < 0) throw ConfigError(where + ": --top must be >= 0, got " + std::to_string(top));
+  const double gemm = vm["gemm-tflops"].as<double>();
+  if (!(gemm >= 0)) throw ConfigError(where + ": --gemm-tflops must be >= 0");
+  const auto table = memory::load_card_table(vm["cards"].as<std::string>());
+  for (const auto& p : saved_profiles(vm))
+    std::cout << cards::utilisation_markdown(cards::utilisation(p, profiled_card(p, table), gemm, top)) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int cmd_cards(const Args& args) {
@@ -257,15 +300,16 @@ int cmd_cards(const Args& args) {
   if (!args.empty() && args[0] == "fit") return cards_fit(Args(args.begin() + 1, args.end()));
   if (!args.empty() && args[0] == "profile") return cards_profile(Args(args.begin() + 1, args.end()));
   if (!args.empty() && args[0] == "predict") return cards_predict(Args(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "utilisation") return cards_utilisation(Args(args.begin() + 1, args.end()));
   CommandSpec spec{
-      "cards", "voxfit cards <list|fit|profile|predict> [options]",
+      "cards", "voxfit cards <list|fit|profile|predict|utilisation> [options]",
       std::string("GPU cards: the table, the largest batch on each, throughput predicted from a profile.\n\n") +
           kSubcommands + "\n'voxfit cards SUBCOMMAND --help' lists a subcommand's options."};
   po::variables_map vm;
   if (!parse_command(spec, args, vm)) return 0;
-  throw ConfigError(args.empty() ? "voxfit cards: expected a subcommand: list, fit, profile or predict"
+  throw ConfigError(args.empty() ? "voxfit cards: expected a subcommand: list, fit, profile, predict or utilisation"
                                  : "voxfit cards: unknown subcommand '" + args[0] +
-                                       "' (expected list, fit, profile or predict)");
+                                       "' (expected list, fit, profile, predict or utilisation)");
 }
 
 }  // namespace voxfit::cli

@@ -57,6 +57,10 @@ struct KernelProfile {
   std::string attention;            ///< attention mode of transformer networks ("auto", "sdpa", "math")
   std::int64_t profiled_steps = 0;  ///< steps under the profiler (kernel times are per step)
   double wall_s_per_step = 0;       ///< mean wall time of one step, measured without the profiler
+  /// The card's dense GEMM rate in TFLOP/s for the step's tensor arithmetic (`gemm_math`), measured
+  /// beside the profile (an 8192^3 matrix product); 0 where not measured (older profiles).
+  double gemm_tflops = 0;
+  MathKind gemm_math = MathKind::kFp16Tensor;
   std::vector<KernelRecord> kernels;
 
   double kernel_s_per_step() const;
