@@ -104,7 +104,7 @@ if has profile; then
     # shellcheck disable=SC2086  # the extra arguments split on purpose
     "$vf" cards profile --model "$m" --train --batch 2 --patch "$patch" --precision fp16 ${extra//+/ } \
       --output "$logs/profile_$m.json" >"$logs/profile_$m.log" 2>&1 || tail -3 "$logs/profile_$m.log"
-    { echo "profile $m $patch^3 batch 2:"; python3 experiments/profile-summary.py --top 14 "$logs/profile_$m.json"; } \
+    { echo "profile $m $patch^3 batch 2:"; "$vf" cards utilisation --top 14 --profile "$logs/profile_$m.json"; } \
       >>"$summary" 2>&1
     [ "${pm:--}" = - ] && continue
     stamp "peer profile $pm $patch"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the compiled peer's time goes (issue 26): torch.profiler over steps of the peer at its fastest
 setting, the GPU kernels grouped by name, per step, largest first. The counterpart of `voxfit cards
-profile` + experiments/profile-summary.py, for the workloads voxfit must beat:
+profile` + `voxfit cards utilisation`, for the workloads voxfit must beat:
 
   peer-profile.py vit       # timm vit_base_patch16_224, .half(), batch 64 inference, channels-last + compile
   peer-profile.py resnet50  # the same for ResNet50

@@ -2,7 +2,7 @@
 # On the GPU machine (issue 26), one device call: build (tools/device-build.sh --no-tests) unless
 # build-cuda/voxfit exists, the kernel tests, the aten / fused training-throughput matrix
 # (experiments/kernels/run.sh), and kernel profiles of the fused training steps and the reference
-# inference (`voxfit cards profile`, summarised by experiments/profile-summary.py). Everything goes to
+# inference (`voxfit cards profile`, summarised by `voxfit cards utilisation`). Everything goes to
 # $OUT/issue26.tar.gz, the tables to $OUT/summary.md (printed last, ending with table.py's ratios).
 #   PHASES  default "build tests kernels bench profile"; also "peers" (MONAI + torch.compile, timm)
 #   PEER_SEG "model:batches[:patch] ..." (default unetr:1,2,4; patch 96); PEER_REF "model:precision ..." (timm,
@@ -107,7 +107,7 @@ if has profile; then
     "$vf" cards profile "${args[@]}" --output "$logs/prof_$p.json" >"$logs/prof_$p.log" 2>&1 ||
       tail -3 "$logs/prof_$p.log"
   done
-  python3 experiments/profile-summary.py --top 12 "$logs"/prof_*.json >"$logs/profiles.md" 2>&1
+  for f in "$logs"/prof_*.json; do "$vf" cards utilisation --top 12 --profile "$f"; done >"$logs/profiles.md" 2>&1
   { echo; echo "## profiles"; cat "$logs/profiles.md"; } >>"$summary"
 fi
 

@@ -41,6 +41,18 @@ std::string cell(const std::string& s, std::size_t n) {
 
 }  // namespace
 
+std::string short_kernel_name(const std::string& name) {
+  std::string out;
+  int depth = 0;
+  for (char c : name) {
+    if (c == '<' && depth++ == 0) out += "<...>";
+    if (c == '>' && depth > 0 && --depth == 0) continue;
+    if (depth == 0 && c == '(') break;
+    if (depth == 0 && c != '<') out += c;
+  }
+  return out;
+}
+
 GemmReference gemm_reference(const KernelProfile& p, const memory::CardSpec* card, double override_tflops) {
   if (p.gemm_tflops > 0) return {p.gemm_tflops, "measured " + to_string(p.gemm_math) + " GEMM on this card"};
   if (override_tflops > 0) return {override_tflops, "--gemm-tflops"};
@@ -72,6 +84,12 @@ std::string operator_class(const KernelRecord& k) {
 Utilisation utilisation(const KernelProfile& p, const memory::CardSpec* card, double override_tflops, int top_kernels) {
   Utilisation u;
   u.label = p.label();
+  for (const std::string& part :
+       {std::string(p.cuda_graph ? "timed as CUDA graph replays, kernels from eager steps" : ""),
+        std::string(p.channels_last ? "channels-last" : ""),
+        p.torch_version.empty() ? std::string() : "LibTorch " + p.torch_version})
+    if (!part.empty()) u.settings += (u.settings.empty() ? "" : ", ") + part;
+  u.samples_per_s = p.samples_per_s();
   u.device_name = p.device_name;
   u.wall_s = p.wall_s_per_step;
   u.kernel_s = p.kernel_s_per_step();
@@ -93,8 +111,19 @@ Utilisation utilisation(const KernelProfile& p, const memory::CardSpec* card, do
     u.classes.push_back(row);
   }
   std::stable_sort(u.classes.begin(), u.classes.end(), by_time);
-  for (const auto& k : p.kernels)
-    u.top.push_back({k.name, k.flops_op.empty() ? k.op : k.flops_op, k.time_us, k.flops, k.bytes});
+  std::map<std::pair<std::string, std::string>, UseRow> kernels;
+  for (const auto& k : p.kernels) {
+    const std::string op = k.flops_op.empty() ? k.op : k.flops_op;
+    UseRow& r = kernels[{short_kernel_name(k.name), op}];
+    r.time_us += k.time_us;
+    r.flops += k.flops;
+    r.bytes += k.bytes;
+  }
+  for (auto& [key, row] : kernels) {
+    row.name = key.first;
+    row.op = key.second;
+    u.top.push_back(row);
+  }
   std::stable_sort(u.top.begin(), u.top.end(), by_time);
   if (static_cast<int>(u.top.size()) > top_kernels) u.top.resize(static_cast<std::size_t>(std::max(0, top_kernels)));
   return u;
@@ -113,9 +142,11 @@ std::string utilisation_markdown(const Utilisation& u) {
   const auto bw = [&](const UseRow& r) {
     return u.bandwidth_gbs > 0 ? fmt("%.0f%%", 100 * r.gb_per_s() / u.bandwidth_gbs) : std::string("-");
   };
-  std::string md = "## " + u.label + " on " + u.device_name + "\n\n";
-  md += utilisation_line(u) + "; a step " + fmt("%.3f", u.wall_s * 1e3) + " ms of wall time, its kernels " +
-        fmt("%.3f", u.kernel_s * 1e3) + " ms.\n\n";
+  std::string md =
+      "## " + u.label + " on " + u.device_name + (u.settings.empty() ? "" : " (" + u.settings + ")") + "\n\n";
+  md += "- " + utilisation_line(u) + "\n- a step " + fmt("%.3f", u.wall_s * 1e3) + " ms of wall time (" +
+        fmt("%.1f", u.samples_per_s) + " samples/s): kernels " + fmt("%.3f", u.kernel_s * 1e3) +
+        " ms, host / launch gaps " + fmt("%.3f", std::max(0.0, u.wall_s - u.kernel_s) * 1e3) + " ms\n\n";
   const std::string bw_head =
       u.bandwidth_gbs > 0 ? "% of " + fmt("%.0f", u.bandwidth_gbs) + " GB/s" : std::string("% of bandwidth");
   md += "| class | kernel ms | share of kernel time | GFLOP | TFLOP/s | GB | GB/s | " + bw_head + " |\n";

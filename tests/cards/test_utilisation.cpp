@@ -107,6 +107,27 @@ TEST(Utilisation, TheStepsCountedFlopsOverItsWallTimeAgainstTheMeasuredGemmRate)
   const std::string all = utilisation_markdown(utilisation(p, h200, 0, 10));
   EXPECT_NE(all.find("`cutlass_gemm\\|tn`"), std::string::npos) << all;
   EXPECT_EQ(utilisation(p, h200, 0, 0).top.size(), 0u);
+  EXPECT_NE(md.find("a step 10.000 ms of wall time (200.0 samples/s): kernels 8.000 ms, host / launch gaps 2.000 ms"),
+            std::string::npos)
+      << md;
+}
+
+TEST(Utilisation, RecordsOfOneKernelAndOperatorAreOneRow) {
+  EXPECT_EQ(short_kernel_name("void at::native::elementwise_kernel<128, 4, (anonymous)::F>(int, float*)"),
+            "void at::native::elementwise_kernel<...>");
+  EXPECT_EQ(short_kernel_name("sm90_xmma_fprop"), "sm90_xmma_fprop");
+  KernelProfile p = step_profile();
+  p.kernels.push_back(record("void relu_kernel<float, 4>(float*)", "aten::relu_", 100, 0, 1e8));
+  p.kernels.push_back(record("void relu_kernel<c10::Half, 8>(c10::Half*)", "aten::relu_", 150, 0, 2e8));
+  p.kernels.push_back(record("void relu_kernel<float, 4>(float*)", "aten::add_", 50, 0, 1e8));
+  const Utilisation u = utilisation(p, nullptr, 0, 100);
+  ASSERT_EQ(u.top.size(), 8u);  // six records, and relu_kernel twice: under relu_ and under add_
+  const auto relu = std::find_if(u.top.begin(), u.top.end(), [](const UseRow& r) {
+    return r.name == "void relu_kernel<...>" && r.op == "aten::relu_";
+  });
+  ASSERT_NE(relu, u.top.end());
+  EXPECT_DOUBLE_EQ(relu->time_us, 250);
+  EXPECT_DOUBLE_EQ(relu->bytes, 3e8);
 }
 
 TEST(Utilisation, WithoutAMeasuredRateTheOptionThenTheDatasheetPeakOfTheStepsArithmetic) {

@@ -39,15 +39,23 @@ struct Utilisation {
   std::string label;        ///< the profile's label
   std::string device_name;  ///< the profiled GPU
   double wall_s = 0;        ///< a step's wall time
-  double kernel_s = 0;      ///< its kernels' summed time
-  double flops = 0;         ///< counted FLOPs of a step
-  double tflops = 0;        ///< flops / wall_s / 1e12
+  double samples_per_s = 0;
+  double kernel_s = 0;  ///< its kernels' summed time
+  double flops = 0;     ///< counted FLOPs of a step
+  double tflops = 0;    ///< flops / wall_s / 1e12
   GemmReference reference;
   double share = 0;             ///< tflops / reference (0 without a reference)
   double bandwidth_gbs = 0;     ///< the profiled card's datasheet bandwidth (0: card not in the table)
   std::vector<UseRow> classes;  ///< by operator class, most time first
-  std::vector<UseRow> top;      ///< the kernel records with the most time, most first
+  /// The kernels with the most time, most first: records of one kernel (short_kernel_name) and
+  /// operator together.
+  std::vector<UseRow> top;
+  std::string settings;  ///< "CUDA graph, channels-last, LibTorch 2.11.0": how the step ran
 };
+
+/// A kernel's name without its argument list and template arguments, as tables show it:
+/// "void at::native::elementwise_kernel<128, 4, ...>(int, ...)" -> "void at::native::elementwise_kernel<...>".
+std::string short_kernel_name(const std::string& name);
 
 /// The operator class a kernel record belongs to: "convolution", "matrix product", "attention",
 /// "normalisation", "optimiser", "loss", "copy / layout" or "elementwise / other".
