@@ -10,8 +10,8 @@
 #   MEMORY  "model:patch:batch[:args] ..." for the memory phase: `voxfit models --memory --measure`,
 #           the predicted breakdown beside the measured one (not in the defaults)
 #   PROFILE "model:patch[:peer[:voxfit+args]] ..." for the profile phase: where a batch-2 fp16 training
-#           step's time goes, voxfit's (`cards profile`) beside the peer's (speed-vs-compile/peer-profile.py;
-#           peer `-` for none)
+#           step's time goes, voxfit's (`cards profile`, summarised by `cards utilisation`) beside the
+#           peer's (speed-vs-compile/peer-profile.py; peer `-` for none); PROFILE_BATCH (2) the batch
 #   peermax (phase, not in the defaults): the peer's own exact largest batch (eager, a fresh model per
 #           probe) under the same usable GiB as voxfit's budgets, with expandable segments (PEER_USABLE,
 #           default "23.02,43.67": rtx3090 and a40 as measured on the H100)
@@ -102,9 +102,9 @@ if has profile; then
     IFS=: read -r m patch pm extra <<<"$c"
     stamp "profile $m $patch ${extra:-}"
     # shellcheck disable=SC2086  # the extra arguments split on purpose
-    "$vf" cards profile --model "$m" --train --batch 2 --patch "$patch" --precision fp16 ${extra//+/ } \
+    "$vf" cards profile --model "$m" --train --batch "${PROFILE_BATCH:-2}" --patch "$patch" --precision fp16 ${extra//+/ } \
       --output "$logs/profile_$m.json" >"$logs/profile_$m.log" 2>&1 || tail -3 "$logs/profile_$m.log"
-    { echo "profile $m $patch^3 batch 2:"; "$vf" cards utilisation --top 14 --profile "$logs/profile_$m.json"; } \
+    { echo "profile $m $patch^3 batch ${PROFILE_BATCH:-2}:"; "$vf" cards utilisation --top 14 --profile "$logs/profile_$m.json"; } \
       >>"$summary" 2>&1
     [ "${pm:--}" = - ] && continue
     stamp "peer profile $pm $patch"
