@@ -11,6 +11,10 @@
 #   PROFILES default "unetr_b2 swin_unetr_b2 unet3d_b2 resnet50_f16"; PROFILE_ARGS extra `cards profile`
 #            options of the segmentation profiles (e.g. "--channels-last on --cuda-graph off")
 #   KERNEL_SPECS "model|batches|variants[|extra train options];..." (experiments/kernels/run.sh's VARIANTS)
+#   table (phase, issue 52): each row ROUNDS (2) times, voxfit then `peer_seg.py --fast` (or `peer_ref.py
+#            --fast`) alternating, so each side's spread inside the call is on the table (table.py).
+#            TABLE_ROWS "model:batches:patch ..." (default unetr:1,2,4:96 swin_unetr:1,2,4:96 unet3d:2:96
+#            unet3d:2:128); TABLE_REF "model:precision ..." (default none; e.g. resnet50:float16)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-/tmp/voxfit-issue26}
@@ -93,6 +97,48 @@ if has peers; then
     python3 "$peer/peer_ref.py" --model "${spec%%:*}" --precision "${spec#*:}" --channels-last --compile "${tf32[@]}" \
       >"$logs/peer_ref_${spec/:/_}.log" 2>&1
     { echo; echo "## timm $spec channels-last + torch.compile"; tail -c 600 "$logs/peer_ref_${spec/:/_}.log"; } >>"$summary"
+  done
+fi
+
+if has table; then
+  # One workload at a time, voxfit then its --fast peer, ROUNDS times: t_<row>_r<round>_{voxfit,peer}.log
+  export PYTHONPATH=$PWD/.shared-data/peers
+  peer=.shared-data/peers
+  for spec in ${TABLE_ROWS:-unetr:1,2,4:96 swin_unetr:1,2,4:96 unet3d:2:96 unet3d:2:128}; do
+    IFS=: read -r m batches pp <<<"$spec"
+    pm=$m cache=$work/cache
+    [ "$m" = unet3d ] && pm=dynunet
+    if [ "$pp" = 128 ]; then  # the CT at 0.7 mm (129 voxels deep), so a patch is CT, not padding
+      cache=$work/cache_07mm
+      [ -d "$cache" ] || prepare_ct14 "$logs/prepare_07mm.log" 0.7 "$cache" || continue
+    fi
+    extra=()
+    [ "$m" = unet3d ] && extra=(--deep-supervision false)  # as the DynUNet peer trains
+    for b in ${batches//,/ }; do
+      for r in $(seq "${ROUNDS:-2}"); do
+        row=t_${m}_${pp}_b${b}_r$r
+        stamp "$row"
+        rm -rf "$work/$row"
+        "$vf" train --dataset "$cache" --model "$m" --patch "$pp" --batch "$b" --precision fp16 --optimizer adamw \
+          --lr 1e-4 --steps 60 --log-every 10 --loader-threads 12 "${extra[@]}" --output "$work/$row" \
+          >"$logs/${row}_voxfit.log" 2>&1 || tail -2 "$logs/${row}_voxfit.log"
+        timeout 400 python3 "$peer/peer_seg.py" --model "$pm" --batches "$b" --patch "$pp" --no-search --fast \
+          --steps 20 --warmup 5 >"$logs/${row}_peer.log" 2>&1 || tail -2 "$logs/${row}_peer.log"
+      done
+    done
+  done
+  for spec in ${TABLE_REF:-}; do  # model:precision, inference at batch 64
+    m=${spec%%:*} p=${spec#*:}
+    tf32=()
+    [ "$p" = float32 ] && tf32=(--tf32)
+    for r in $(seq "${ROUNDS:-2}"); do
+      row=t_ref_${m}_${p}_r$r
+      stamp "$row"
+      "$vf" bench --model "$m" --precision "$p" --device cuda:0 --batch 64 --steps 30 --iterations 5 --input random \
+        >"$logs/${row}_voxfit.log" 2>&1 || tail -2 "$logs/${row}_voxfit.log"
+      timeout 400 python3 "$peer/peer_ref.py" --model "$m" --precision "$p" --fast "${tf32[@]}" \
+        >"$logs/${row}_peer.log" 2>&1 || tail -2 "$logs/${row}_peer.log"
+    done
   done
 fi
 

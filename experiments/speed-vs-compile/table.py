@@ -13,6 +13,10 @@ did not run in that call shows '-'. Read from each LOGDIR:
 - bench_MODEL_PRECISION_fused.log / peer_ref_MODEL_PRECISION.log: images/s per iteration of
   `voxfit bench` and of peer_ref.py (timm channels-last + compile). As in the results READMEs,
   voxfit's iterations 1-3 (0 is its capture) and the peer's 0-3 are averaged; their range is shown.
+- t_<row>_r<round>_{voxfit,peer}.log (the table phase, issue 52): each workload run ROUNDS times,
+  voxfit then its --fast peer alternating; every round's value is shown, the ratio is of the
+  means, and its range is the lowest and highest of voxfit's over the peer's rounds. The peer's
+  compile + warm-up seconds (wall_s less its timed steps) are printed beside it.
 """
 import glob
 import json
@@ -72,6 +76,65 @@ def fmt(x):
     return f"{x:,.0f}" if x >= 1000 else f"{x:.2f}"
 
 
+def voxfit_train_rate(path):
+    """Median samples/s of a `voxfit train` log's 'trained ...' line."""
+    if not os.path.exists(path):
+        return None
+    m = re.search(r"^trained .* median ([0-9.]+) samples/s", open(path, errors="replace").read(), re.M)
+    return float(m.group(1)) if m else None
+
+
+def peer_train_rate(path):
+    """(samples/s, compile + warm-up s) from peer_seg.py's JSON line."""
+    if not os.path.exists(path):
+        return None
+    for line in open(path, errors="replace"):
+        if line.startswith("{"):
+            try:
+                j = json.loads(line)
+                if "samples_per_s" in j:
+                    return float(j["samples_per_s"]), float(j["wall_s"]) - 20 * float(j["step_s"])
+            except (ValueError, KeyError):
+                continue
+    return None
+
+
+def rounds_table(dirs):
+    """The table phase's rows: every round of each side, the ratio of the means and its range."""
+    out = ["| workload | voxfit, each round | --fast peer, each round | ratio (range) | peer compile + warm-up s | call |",
+           "|---|---:|---:|---:|---:|---|"]
+    for d in dirs:
+        call = os.path.basename(os.path.normpath(d))
+        rows = {}
+        for log in glob.glob(os.path.join(d, "t_*_r*_voxfit.log")):
+            row, r = re.match(r"t_(.*)_r(\d+)_voxfit\.log$", os.path.basename(log)).groups()
+            peer_log = log[: -len("voxfit.log")] + "peer.log"
+            if row.startswith("ref_"):  # inference: iterations 1-3 of voxfit (0 is its capture), 0-3 of the peer
+                v = mean_range([x for i, x in iterations(log).items() if 1 <= i <= 3])
+                p = mean_range([x for i, x in iterations(peer_log).items() if i <= 3])
+                v, p = (v[0] if v else None), ((p[0], None) if p else None)
+            else:
+                v, p = voxfit_train_rate(log), peer_train_rate(peer_log)
+            rows.setdefault(row, []).append((int(r), v, p))
+        for row in sorted(rows):
+            rounds = sorted(rows[row])
+            vs = [v for _, v, _ in rounds if v]
+            ps = [p[0] for _, _, p in rounds if p]
+            compiles = [f"{p[1]:.0f}" for _, _, p in rounds if p and p[1] is not None]
+            if row.startswith("ref_"):
+                model, precision = row[len("ref_"):].rsplit("_", 1)
+                name = f"{model} {precision} inference b64 (images/s)"
+            else:
+                model, patch, batch = re.match(r"(.*)_(\d+)_b(\d+)$", row).groups()
+                name = f"{model} train fp16 {patch}^3, batch {batch} (samples/s)"
+            cell = lambda xs: " / ".join(fmt(x) for x in xs) if xs else "-"
+            ratio = "-"
+            if vs and ps:
+                ratio = f"{(sum(vs) / len(vs)) / (sum(ps) / len(ps)):.2f}x ({min(vs) / max(ps):.2f}-{max(vs) / min(ps):.2f})"
+            out.append(f"| {name} | {cell(vs)} | {cell(ps)} | {ratio} | {', '.join(compiles) or '-'} | {call} |")
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 def table(dirs):
     out = ["| workload | voxfit | compiled peer | ratio | call |", "|---|---:|---:|---:|---|"]
     for d in dirs:
@@ -101,3 +164,7 @@ if __name__ == "__main__":
     if len(sys.argv) < 2 or not all(os.path.isdir(d) for d in sys.argv[1:]):
         sys.exit("usage: table.py LOGDIR [LOGDIR ...] (each an unpacked issue26.tar.gz of run.sh)")
     print(table(sys.argv[1:]))
+    rounds = rounds_table(sys.argv[1:])
+    if rounds:
+        print("\nEach workload ROUNDS times, voxfit and its --fast peer alternating:\n")
+        print(rounds)
