@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "voxfit/core/error.h"
@@ -29,17 +30,23 @@ std::string to_string(KernelMode mode) { return mode == KernelMode::kAten ? "ate
 KernelMode kernel_mode() { return g_mode.load(); }
 void set_kernel_mode(KernelMode mode) { g_mode.store(mode); }
 
+namespace {
+torch::Tensor add_and_activate(torch::Tensor y, const torch::Tensor& residual, const NormActSpec& spec) {
+  if (residual.defined()) y = y + residual;
+  if (spec.act == Activation::kLeakyReLU) return torch::leaky_relu_(y, spec.slope);
+  if (spec.act == Activation::kReLU) return torch::relu_(y);
+  return y;
+}
+}  // namespace
+
 torch::Tensor instance_norm_act_reference(const torch::Tensor& x, const torch::Tensor& weight,
                                           const torch::Tensor& bias, const torch::Tensor& residual,
                                           const NormActSpec& spec) {
   // What torch::nn::InstanceNorm3d runs (no running statistics), then the add and the activation
   // in place, as the conv blocks did before the fused path existed.
-  auto y = torch::instance_norm(x, weight, bias, {}, {}, /*use_input_stats=*/true, /*momentum=*/0.1, spec.eps,
-                                at::globalContext().userEnabledCuDNN());
-  if (residual.defined()) y = y + residual;
-  if (spec.act == Activation::kLeakyReLU) return torch::leaky_relu_(y, spec.slope);
-  if (spec.act == Activation::kReLU) return torch::relu_(y);
-  return y;
+  return add_and_activate(torch::instance_norm(x, weight, bias, {}, {}, /*use_input_stats=*/true, /*momentum=*/0.1,
+                                               spec.eps, at::globalContext().userEnabledCuDNN()),
+                          residual, spec);
 }
 
 bool fused_instance_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual) {
@@ -51,6 +58,51 @@ bool fused_instance_norm_applies(const torch::Tensor& x, const torch::Tensor& we
   (void)residual;
   return false;
 #endif
+}
+
+torch::Tensor batch_norm_act_reference(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                       const RunningStats& running, bool training, const torch::Tensor& residual,
+                                       const NormActSpec& spec) {
+  // What torch::nn::BatchNorm3d runs, then the add and the activation in place.
+  return add_and_activate(
+      torch::batch_norm(x, weight, bias, running.mean, running.var, training || !running.mean.defined(),
+                        running.momentum, spec.eps, at::globalContext().userEnabledCuDNN()),
+      residual, spec);
+}
+
+bool fused_batch_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual,
+                              const RunningStats& running, bool training) {
+#ifdef VOXFIT_WITH_CUDA
+  return (training || !running.mean.defined()) && kernel_mode() == KernelMode::kFused &&
+         fused_batch_norm_supports(x, weight, residual);
+#else
+  (void)x;
+  (void)weight;
+  (void)residual;
+  (void)running;
+  (void)training;
+  return false;
+#endif
+}
+
+torch::Tensor batch_norm_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                             const RunningStats& running, bool training, const torch::Tensor& residual,
+                             const NormActSpec& spec) {
+#ifdef VOXFIT_WITH_CUDA
+  if (fused_batch_norm_applies(x, weight, residual, running, training)) {
+    const auto r = batch_norm_act_fused(x, weight, bias, residual, spec);
+    if (running.mean.defined()) {
+      // As ATen's batch norm: the running mean and the unbiased variance, m x batch + (1 - m) x running.
+      torch::NoGradGuard no_grad;
+      const double rows = static_cast<double>(x.numel() / x.size(1));
+      const auto var = (r.rstd.square().reciprocal() - spec.eps) * (rows / std::max(rows - 1, 1.0));
+      running.mean.mul_(1 - running.momentum).add_(r.mean.to(running.mean.scalar_type()), running.momentum);
+      running.var.mul_(1 - running.momentum).add_(var.to(running.var.scalar_type()), running.momentum);
+    }
+    return r.y;
+  }
+#endif
+  return batch_norm_act_reference(x, weight, bias, running, training, residual, spec);
 }
 
 torch::Tensor instance_norm_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,

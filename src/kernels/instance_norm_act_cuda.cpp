@@ -27,12 +27,19 @@ cuda::ActSpec act_of(Activation act, double slope) {
 
 // fused_instance_norm_supports admits NCDHW-contiguous or channels-last tensors only; a tensor
 // that is both (one channel, say) is treated as NCDHW, and its outputs get its strides.
-cuda::NormShape shape_of(const torch::Tensor& x) {
+// With `batch` (batch norm's statistics) the whole batch is one instance of N x S rows: channels-last
+// memory is those rows of C channels, and an NCDHW tensor is too where it has one sample or one
+// channel (fused_batch_norm_supports).
+cuda::NormShape shape_of(const torch::Tensor& x, bool batch) {
   cuda::NormShape s;
   s.n = x.size(0);
   s.c = x.size(1);
   s.s = x.numel() / (s.n * s.c);
   s.channels_last = !x.is_contiguous();
+  if (batch) {
+    s.s *= s.n;
+    s.n = 1;
+  }
   return s;
 }
 
@@ -50,9 +57,9 @@ struct ForwardResult {
 };
 
 ForwardResult run_forward(const torch::Tensor& x, const torch::Tensor& w32, const torch::Tensor& b32,
-                          const torch::Tensor& residual, const NormActSpec& spec) {
+                          const torch::Tensor& residual, const NormActSpec& spec, bool batch) {
   const c10::cuda::CUDAGuard guard(x.device());
-  const cuda::NormShape s = shape_of(x);
+  const cuda::NormShape s = shape_of(x, batch);
   ForwardResult r{torch::empty_like(x), floats(s.n * s.c, x), floats(s.n * s.c, x)};
   auto ws = floats(cuda::workspace_floats(s), x);
   cuda::instance_norm_act_forward(dtype_of(x), s, x.data_ptr(), ptr_or_null(w32), ptr_or_null(b32),
@@ -66,9 +73,10 @@ ForwardResult run_forward(const torch::Tensor& x, const torch::Tensor& w32, cons
 
 class InstanceNormActFunction : public torch::autograd::Function<InstanceNormActFunction> {
  public:
+  // Returns {y, mean, rstd}; the statistics carry no gradient.
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight_or_empty,
                                const torch::Tensor& bias_or_empty, const torch::Tensor& residual_or_empty, int64_t act,
-                               double slope, double eps) {
+                               double slope, double eps, bool batch) {
     const auto weight = empty_as_absent(weight_or_empty), bias = empty_as_absent(bias_or_empty),
                residual = empty_as_absent(residual_or_empty);
     NormActSpec spec;
@@ -76,7 +84,7 @@ class InstanceNormActFunction : public torch::autograd::Function<InstanceNormAct
     spec.slope = slope;
     spec.eps = eps;
     const auto w32 = as_float(weight), b32 = as_float(bias);
-    auto r = run_forward(x, w32, b32, residual, spec);
+    auto r = run_forward(x, w32, b32, residual, spec, batch);
     // Without affine parameters and with an invertible activation the normalised input is the
     // output (less the residual added after it): then the input need not be kept. The residual is
     // kept instead, which costs nothing: it is a norm's output or a block's input, kept anyway by
@@ -91,7 +99,9 @@ class InstanceNormActFunction : public torch::autograd::Function<InstanceNormAct
     ctx->saved_data["has_bias"] = bias.defined();
     ctx->saved_data["has_residual"] = residual.defined();
     ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.defined() ? weight.scalar_type() : torch::kFloat);
-    return {r.y};
+    ctx->saved_data["batch"] = batch;
+    ctx->mark_non_differentiable({r.mean, r.rstd});
+    return {r.y, r.mean, r.rstd};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -99,7 +109,7 @@ class InstanceNormActFunction : public torch::autograd::Function<InstanceNormAct
     const auto &x = saved[0], &y = saved[1], &mean = saved[2], &rstd = saved[3], &w32 = saved[4], &r = saved[5];
     const c10::cuda::CUDAGuard guard(y.device());
     const auto dy = grads[0].contiguous(format_of(y));
-    const cuda::NormShape s = shape_of(y);
+    const cuda::NormShape s = shape_of(y, ctx->saved_data["batch"].toBool());
     const bool has_residual = ctx->saved_data["has_residual"].toBool();
     auto dx = torch::empty_like(y);
     auto dz = has_residual ? torch::empty_like(y) : torch::Tensor();
@@ -107,8 +117,7 @@ class InstanceNormActFunction : public torch::autograd::Function<InstanceNormAct
     auto ws = floats(cuda::workspace_floats(s), y);
     cuda::instance_norm_act_backward(
         dtype_of(y), s, dy.data_ptr(), y.data_ptr(), x.defined() ? x.data_ptr() : nullptr,
-        r.defined() ? r.data_ptr() : nullptr, mean.data_ptr<float>(),
-        rstd.data_ptr<float>(), ptr_or_null(w32),
+        r.defined() ? r.data_ptr() : nullptr, mean.data_ptr<float>(), rstd.data_ptr<float>(), ptr_or_null(w32),
         act_of(static_cast<Activation>(ctx->saved_data["act"].toInt()), ctx->saved_data["slope"].toDouble()),
         dx.data_ptr(), has_residual ? dz.data_ptr() : nullptr, sum_dz.data_ptr<float>(), sum_dz_xhat.data_ptr<float>(),
         ws.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream());
@@ -117,7 +126,7 @@ class InstanceNormActFunction : public torch::autograd::Function<InstanceNormAct
     torch::Tensor dw, db;
     if (ctx->saved_data["has_weight"].toBool()) dw = sum_dz_xhat.view({s.n, s.c}).sum(0).to(wdtype);
     if (ctx->saved_data["has_bias"].toBool()) db = sum_dz.view({s.n, s.c}).sum(0).to(wdtype);
-    return {dx, dw, db, dz, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dx, dw, db, dz, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -139,15 +148,38 @@ bool fused_instance_norm_supports(const torch::Tensor& x, const torch::Tensor& w
   return true;
 }
 
-torch::Tensor instance_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                                      const torch::Tensor& residual, const NormActSpec& spec) {
+bool fused_batch_norm_supports(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual) {
+  if (!fused_instance_norm_supports(x, weight, residual)) return false;
+  return !x.is_contiguous() || x.size(0) == 1 || x.size(1) == 1;  // shape_of(x, true)'s one instance
+}
+
+namespace {
+
+variable_list norm_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                       const torch::Tensor& residual, const NormActSpec& spec, bool batch) {
   const bool grad = torch::GradMode::is_enabled() &&
                     (x.requires_grad() || (weight.defined() && weight.requires_grad()) ||
                      (bias.defined() && bias.requires_grad()) || (residual.defined() && residual.requires_grad()));
-  if (!grad) return run_forward(x, as_float(weight), as_float(bias), residual, spec).y;
+  if (!grad) {
+    auto r = run_forward(x, as_float(weight), as_float(bias), residual, spec, batch);
+    return {r.y, r.mean, r.rstd};
+  }
   return InstanceNormActFunction::apply(x, absent_as_empty(weight, x), absent_as_empty(bias, x),
                                         absent_as_empty(residual, x), static_cast<int64_t>(spec.act), spec.slope,
-                                        spec.eps)[0];
+                                        spec.eps, batch);
+}
+
+}  // namespace
+
+torch::Tensor instance_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                      const torch::Tensor& residual, const NormActSpec& spec) {
+  return norm_act(x, weight, bias, residual, spec, false)[0];
+}
+
+BatchNormResult batch_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                     const torch::Tensor& residual, const NormActSpec& spec) {
+  const auto r = norm_act(x, weight, bias, residual, spec, true);
+  return {r[0], r[1], r[2]};
 }
 
 }  // namespace voxfit::kernels

@@ -18,4 +18,17 @@ bool fused_instance_norm_supports(const torch::Tensor& x, const torch::Tensor& w
 torch::Tensor instance_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                       const torch::Tensor& residual, const NormActSpec& spec);
 
+/// fused_instance_norm_supports, and the batch's rows of each channel are one instance of the
+/// kernels: channels-last, or NCDHW with one sample or one channel.
+bool fused_batch_norm_supports(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual);
+
+struct BatchNormResult {
+  torch::Tensor y;
+  torch::Tensor mean, rstd;  ///< the batch's, per channel ([C], fp32, no gradient)
+};
+/// Batch norm's training step on the same kernels and autograd node (statistics over N x S rows of
+/// each channel), keeping what instance_norm_act_fused keeps. Requires fused_batch_norm_supports.
+BatchNormResult batch_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                     const torch::Tensor& residual, const NormActSpec& spec);
+
 }  // namespace voxfit::kernels

@@ -65,7 +65,9 @@ Grads run(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b
   auto xi = x.to(dtype).detach().requires_grad_();
   auto wi = w.to(fused ? torch::kFloat : torch::kDouble).detach().requires_grad_();
   auto bi = b.to(fused ? torch::kFloat : torch::kDouble).detach().requires_grad_();
-  if (fused) EXPECT_TRUE(fused_depthwise_conv3d_applies(xi, wi));
+  if (fused) {
+    EXPECT_TRUE(fused_depthwise_conv3d_applies(xi, wi));
+  }
   const auto y = fused ? depthwise_conv3d(xi, wi, bi) : depthwise_conv3d_reference(xi, wi, bi);
   (y.to(torch::kDouble) * g).sum().backward();
   return {y.to(torch::kDouble).detach(), xi.grad().to(torch::kDouble), wi.grad().to(torch::kDouble),

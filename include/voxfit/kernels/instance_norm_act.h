@@ -55,4 +55,28 @@ torch::Tensor instance_norm_act_reference(const torch::Tensor& x, const torch::T
 /// True where instance_norm_act runs the fused kernels for these arguments in the current mode.
 bool fused_instance_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual);
 
+/// Batch norm's running statistics, as torch::nn::BatchNorm keeps them.
+struct RunningStats {
+  torch::Tensor mean, var;  ///< [C], updated in place in training; undefined where none are tracked
+  double momentum = 0.1;    ///< the update's factor (BatchNorm's momentum, or 1 / batches seen without one)
+};
+
+/// act(batch_norm(x) * weight + bias + residual). In training (or without running statistics) the
+/// statistics of each channel over the batch and the spatial axes, and the running statistics
+/// updated with the batch's mean and unbiased variance; otherwise the running statistics. The
+/// fused kernels run the training case where the batch's rows of each channel are one of their
+/// instances: channels-last, or NCDHW with one sample or one channel.
+torch::Tensor batch_norm_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                             const RunningStats& running, bool training, const torch::Tensor& residual,
+                             const NormActSpec& spec);
+
+/// The ATen composition (torch::batch_norm, add, in-place activation): the reference path.
+torch::Tensor batch_norm_act_reference(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                       const RunningStats& running, bool training, const torch::Tensor& residual,
+                                       const NormActSpec& spec);
+
+/// True where batch_norm_act runs the fused kernels for these arguments in the current mode.
+bool fused_batch_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual,
+                              const RunningStats& running, bool training);
+
 }  // namespace voxfit::kernels

@@ -60,7 +60,8 @@ torch::Tensor apply_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x
   return kernels::layer_norm(x, norm->weight, norm->bias, o.eps());
 }
 
-kernels::AddNorm apply_add_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x, const torch::Tensor& residual) {
+kernels::AddNorm apply_add_layer_norm(const nn::LayerNorm& norm, const torch::Tensor& x,
+                                      const torch::Tensor& residual) {
   if (!normalises_last_dim(norm, x)) {
     auto sum = x + residual;
     auto normed = apply_layer_norm(norm, sum);
@@ -81,8 +82,8 @@ torch::Tensor patch_tokens(const torch::Tensor& x, const torch::Tensor& weight, 
   int64_t tokens = 1;
   for (int64_t d = 0; d < dims; ++d) {
     const int64_t k = weight.size(2 + d), n = x.size(2 + d) / k;
-    TORCH_CHECK(n * k == x.size(2 + d), "patch_tokens: spatial size ", x.size(2 + d), " is not a multiple of the patch ",
-                k);
+    TORCH_CHECK(n * k == x.size(2 + d), "patch_tokens: spatial size ", x.size(2 + d),
+                " is not a multiple of the patch ", k);
     split.push_back(n);
     split.push_back(k);
     order.push_back(2 + 2 * d);
@@ -152,6 +153,27 @@ void check_act_name(const std::string& name, const std::string& what) {
     throw ConfigError(what + ": expected leakyrelu, relu, gelu or none, got '" + name + "'");
 }
 
+namespace {
+// What torch::nn::BatchNorm3d's forward does (the batches counted, the momentum or the cumulative
+// average), with the norm, residual and activation on kernels::batch_norm_act.
+torch::Tensor batch_norm_act(nn::BatchNorm3dImpl& bn, const torch::Tensor& x, const torch::Tensor& residual,
+                             kernels::NormActSpec spec) {
+  const auto& o = bn.options;
+  kernels::RunningStats running;
+  running.momentum = o.momentum().value_or(0.0);
+  if (o.track_running_stats()) {
+    running.mean = bn.running_mean;
+    running.var = bn.running_var;
+    if (bn.is_training() && bn.num_batches_tracked.defined()) {
+      bn.num_batches_tracked += 1;
+      if (!o.momentum()) running.momentum = 1.0 / bn.num_batches_tracked.item<double>();
+    }
+  }
+  spec.eps = o.eps();
+  return kernels::batch_norm_act(x, bn.weight, bn.bias, running, bn.is_training(), residual, spec);
+}
+}  // namespace
+
 torch::Tensor apply_norm_act(torch::nn::AnyModule& norm, const std::string& act, const torch::Tensor& x,
                              const torch::Tensor& residual) {
   // In place, as MONAI's and nnU-Net's conv blocks do: the activation always follows a norm or a
@@ -170,6 +192,7 @@ torch::Tensor apply_norm_act(torch::nn::AnyModule& norm, const std::string& act,
       spec.eps = in2->options.eps();
       return kernels::instance_norm_act(x, in2->weight, in2->bias, residual, spec);
     }
+    if (auto* bn = norm.ptr()->as<nn::BatchNorm3dImpl>()) return batch_norm_act(*bn, x, residual, spec);
   }
   auto y = norm.forward(x);
   if (residual.defined()) y = y + residual;
