@@ -3,7 +3,8 @@
 // float64 reference in the output and in the input, weight and bias gradients for three dtypes,
 // kernel sizes 3 and 5 and sizes that leave partial tiles on every axis; the weight gradient is
 // deterministic; under fp16 autocast it matches ATen's convolution. MedNeXt does not call it yet:
-// it will once these tests have passed on a GPU.
+// it will once these tests have passed on a GPU. The same kernel source runs on the CPU in
+// test_depthwise_conv_emulated.cpp on every build.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
