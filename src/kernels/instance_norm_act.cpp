@@ -70,6 +70,17 @@ torch::Tensor batch_norm_act_reference(const torch::Tensor& x, const torch::Tens
       residual, spec);
 }
 
+void update_running_stats(const RunningStats& running, const torch::Tensor& mean, const torch::Tensor& rstd,
+                          int64_t rows, double eps) {
+  if (!running.mean.defined()) return;
+  // As ATen's batch norm: m x the batch's mean and unbiased variance + (1 - m) x the running ones.
+  torch::NoGradGuard no_grad;
+  const double n = static_cast<double>(rows);
+  const auto var = (rstd.square().reciprocal() - eps) * (n / std::max(n - 1, 1.0));
+  running.mean.mul_(1 - running.momentum).add_(mean.to(running.mean.scalar_type()), running.momentum);
+  running.var.mul_(1 - running.momentum).add_(var.to(running.var.scalar_type()), running.momentum);
+}
+
 bool fused_batch_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual,
                               const RunningStats& running, bool training) {
 #ifdef VOXFIT_WITH_CUDA
@@ -91,14 +102,7 @@ torch::Tensor batch_norm_act(const torch::Tensor& x, const torch::Tensor& weight
 #ifdef VOXFIT_WITH_CUDA
   if (fused_batch_norm_applies(x, weight, residual, running, training)) {
     const auto r = batch_norm_act_fused(x, weight, bias, residual, spec);
-    if (running.mean.defined()) {
-      // As ATen's batch norm: the running mean and the unbiased variance, m x batch + (1 - m) x running.
-      torch::NoGradGuard no_grad;
-      const double rows = static_cast<double>(x.numel() / x.size(1));
-      const auto var = (r.rstd.square().reciprocal() - spec.eps) * (rows / std::max(rows - 1, 1.0));
-      running.mean.mul_(1 - running.momentum).add_(r.mean.to(running.mean.scalar_type()), running.momentum);
-      running.var.mul_(1 - running.momentum).add_(var.to(running.var.scalar_type()), running.momentum);
-    }
+    update_running_stats(running, r.mean, r.rstd, x.numel() / x.size(1), spec.eps);
     return r.y;
   }
 #endif

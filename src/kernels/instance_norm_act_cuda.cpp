@@ -31,16 +31,7 @@ cuda::ActSpec act_of(Activation act, double slope) {
 // memory is those rows of C channels, and an NCDHW tensor is too where it has one sample or one
 // channel (fused_batch_norm_supports).
 cuda::NormShape shape_of(const torch::Tensor& x, bool batch) {
-  cuda::NormShape s;
-  s.n = x.size(0);
-  s.c = x.size(1);
-  s.s = x.numel() / (s.n * s.c);
-  s.channels_last = !x.is_contiguous();
-  if (batch) {
-    s.s *= s.n;
-    s.n = 1;
-  }
-  return s;
+  return cuda::norm_shape(x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1)), !x.is_contiguous(), batch);
 }
 
 c10::MemoryFormat format_of(const torch::Tensor& x) {

@@ -6,22 +6,9 @@
 
 #include <cstdint>
 
+#include "instance_norm_types.h"
+
 namespace voxfit::kernels::cuda {
-
-enum class DType { kFloat, kHalf, kBFloat16 };
-enum class Act { kNone, kReLU, kLeakyReLU };
-
-/// An [N, C, spatial...] tensor flattened to [N, C, S]: NCDHW (channel planes of S contiguous
-/// elements) or channels-last (NDHWC: S rows of C contiguous channels).
-struct NormShape {
-  int64_t n = 0, c = 0, s = 0;
-  bool channels_last = false;
-};
-
-struct ActSpec {
-  Act act = Act::kNone;
-  float slope = 0.01f;  ///< LeakyReLU's negative slope
-};
 
 /// Floats of scratch the launchers below need for `shape` (per-block partial sums).
 int64_t workspace_floats(const NormShape& shape);

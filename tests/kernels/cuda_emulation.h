@@ -91,6 +91,7 @@ inline float __shfl_down_sync(unsigned /*mask*/, float v, int offset) {
 }
 
 inline int min(int a, int b) { return std::min(a, b); }
+inline std::int64_t min(std::int64_t a, std::int64_t b) { return std::min(a, b); }
 using std::fmaf;
 
 /// kernel<<<grid, threads>>>(...): `body` is the kernel call, run by every thread of every block.

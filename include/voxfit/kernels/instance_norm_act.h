@@ -75,6 +75,12 @@ torch::Tensor batch_norm_act_reference(const torch::Tensor& x, const torch::Tens
                                        const RunningStats& running, bool training, const torch::Tensor& residual,
                                        const NormActSpec& spec);
 
+/// The running statistics' update from a batch's per-channel mean and rstd = 1 / sqrt(var + eps)
+/// over `rows` elements a channel, as ATen's batch norm makes it (the unbiased variance); nothing
+/// where `running` tracks none. batch_norm_act's fused path calls it with the kernels' statistics.
+void update_running_stats(const RunningStats& running, const torch::Tensor& mean, const torch::Tensor& rstd,
+                          int64_t rows, double eps);
+
 /// True where batch_norm_act runs the fused kernels for these arguments in the current mode.
 bool fused_batch_norm_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual,
                               const RunningStats& running, bool training);

@@ -1,0 +1,149 @@
+// The fused norm kernels (src/kernels/instance_norm_kernels.cuh), run on the CPU by
+// cuda_emulation.h on every build, as instance_norm.cu launches them (statistics, finalize, apply;
+// reduce, finalize, apply), on the shapes norm_shape gives: batch norm's whole batch as one
+// instance (channels-last with one and two channel tiles, NCDHW with one sample, NCDHW with one
+// channel) and instance norm, against LibTorch's float64 batch / instance norm with the residual
+// add and activation and its autograd; and the running statistics update_running_stats makes from
+// the kernels' mean and rstd against ATen's batch norm. A few SMs so the rows split into several
+// chunks. On a GPU the compiled kernels are checked again (BatchNormActCuda.*, InstanceNormActCuda.*).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "voxfit/kernels/instance_norm_act.h"
+// The emulation first: the kernels' source is compiled against it.
+#include "cuda_emulation.h"
+// clang-format off
+#include "../../src/kernels/instance_norm_kernels.cuh"
+// clang-format on
+
+namespace voxfit::kernels::cuda {
+namespace {
+
+constexpr int kSms = 2;
+
+struct NormCase {
+  std::vector<std::int64_t> shape;
+  bool channels_last;
+  bool batch;  // batch norm's statistics
+  Act act;
+  bool affine, residual;
+};
+
+std::string describe(const NormCase& c) {
+  std::string s = c.batch ? "batch norm" : "instance norm";
+  for (const auto v : c.shape) s += " " + std::to_string(v);
+  return s + (c.channels_last ? " channels-last" : " ncdhw") + " act " + std::to_string(static_cast<int>(c.act)) +
+         (c.affine ? " affine" : "") + (c.residual ? " residual" : "");
+}
+
+float* ptr(const torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+double relative_error(const torch::Tensor& got, const torch::Tensor& want) {
+  return (got.to(torch::kDouble) - want).abs().max().item<double>() / (want.abs().max().item<double>() + 1e-12);
+}
+
+void check(const NormCase& c) {
+  const std::string what = describe(c);
+  torch::manual_seed(static_cast<std::uint64_t>(c.shape[1] * 100 + c.shape[2]));
+  const auto format = c.channels_last ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::Contiguous;
+  const auto x = (torch::randn(c.shape, torch::kDouble) * 2 + 5).contiguous(format);  // mean far from zero
+  const auto r = torch::randn(c.shape, torch::kDouble).contiguous(format);
+  const auto g = torch::randn(c.shape, torch::kDouble).contiguous(format);
+  const auto w = torch::rand({c.shape[1]}, torch::kDouble) + 0.5, b = torch::randn({c.shape[1]}, torch::kDouble);
+  const double eps = 1e-5, slope = 0.01;
+
+  // The float64 reference and its gradients of sum(y * g); the running statistics ATen updates.
+  auto xr = x.clone().requires_grad_(), rr = r.clone().requires_grad_();
+  auto wr = w.clone().requires_grad_(), br = b.clone().requires_grad_();
+  auto rm = torch::full({c.shape[1]}, 0.5, torch::kDouble), rv = torch::full({c.shape[1]}, 2.0, torch::kDouble);
+  const torch::Tensor wa = c.affine ? wr : torch::Tensor(), ba = c.affine ? br : torch::Tensor();
+  auto z = c.batch ? torch::batch_norm(xr, wa, ba, rm, rv, true, 0.3, eps, false)
+                   : torch::instance_norm(xr, wa, ba, {}, {}, true, 0.1, eps, false);
+  if (c.residual) z = z + rr;
+  const auto yr = c.act == Act::kReLU ? torch::relu(z) : c.act == Act::kLeakyReLU ? torch::leaky_relu(z, slope) : z;
+  (yr * g).sum().backward();
+
+  // The kernels on float data, as the launchers run them.
+  const NormShape s =
+      norm_shape(c.shape[0], c.shape[1], x.numel() / (c.shape[0] * c.shape[1]), c.channels_last, c.batch);
+  const Tiling t = tiling(s, kSms);
+  const auto xf = x.to(torch::kFloat), rf = c.residual ? r.to(torch::kFloat) : torch::Tensor();
+  const auto gf = g.to(torch::kFloat);
+  const auto wf = c.affine ? w.to(torch::kFloat) : torch::Tensor(),
+             bf = c.affine ? b.to(torch::kFloat) : torch::Tensor();
+  const std::int64_t planes = s.n * s.c;
+  auto ws = torch::full({planes * t.chunks * 2}, std::nanf(""));
+  auto mean = torch::full({planes}, std::nanf("")), rstd = torch::full({planes}, std::nanf(""));
+  auto y = torch::full_like(xf, std::nanf(""));
+  ActSpec act;
+  act.act = c.act;
+  act.slope = static_cast<float>(slope);
+  const EmulatedDim3 grid{static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks), 1};
+  const EmulatedDim3 per_plane{static_cast<unsigned>((planes + 255) / 256), 1, 1};
+  emulate_launch(grid, kThreads, [&] { forward_stats<float>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(ws)); });
+  emulate_launch(per_plane, 256, [&] {
+    forward_finalize<float>(s, t.chunks, ptr(xf), ptr(ws), static_cast<float>(eps), ptr(mean), ptr(rstd));
+  });
+  emulate_launch(grid, kThreads, [&] {
+    forward_apply<float>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(wf), ptr(bf), ptr(rf), act, ptr(mean), ptr(rstd),
+                         ptr(y));
+  });
+  EXPECT_LT(relative_error(y, yr.detach()), 2e-5) << "y, " << what;
+
+  // Backward: the input kept where the fused autograd node keeps it (affine or ReLU), else the
+  // normalised input recovered from y less the residual.
+  const bool keep_x = c.affine || c.act == Act::kReLU;
+  auto dx = torch::full_like(xf, std::nanf("")), dz = torch::full_like(xf, std::nanf(""));
+  auto sum_dz = torch::full({planes}, std::nanf("")), sum_dz_xhat = torch::full({planes}, std::nanf(""));
+  const float* xk = keep_x ? ptr(xf) : nullptr;
+  emulate_launch(grid, kThreads, [&] {
+    backward_reduce<float>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), act,
+                           ptr(ws));
+  });
+  emulate_launch(per_plane, 256, [&] { backward_finalize(planes, t.chunks, ptr(ws), ptr(sum_dz), ptr(sum_dz_xhat)); });
+  emulate_launch(grid, kThreads, [&] {
+    backward_apply<float>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), ptr(wf),
+                          act, ptr(sum_dz), ptr(sum_dz_xhat), ptr(dx), c.residual ? ptr(dz) : nullptr);
+  });
+  EXPECT_LT(relative_error(dx, xr.grad()), 1e-4) << "dx, " << what;
+  if (c.residual) {
+    EXPECT_LT(relative_error(dz, rr.grad()), 1e-4) << "dresidual, " << what;
+  }
+  if (c.affine) {
+    // dweight, dbias: the per-instance sums over the instances of a channel, as the autograd node adds them.
+    EXPECT_LT(relative_error(sum_dz_xhat.view({s.n, s.c}).sum(0), wr.grad()), 1e-4) << "dweight, " << what;
+    EXPECT_LT(relative_error(sum_dz.view({s.n, s.c}).sum(0), br.grad()), 1e-4) << "dbias, " << what;
+  }
+  if (c.batch) {
+    RunningStats running;
+    running.mean = torch::full({c.shape[1]}, 0.5, torch::kDouble);
+    running.var = torch::full({c.shape[1]}, 2.0, torch::kDouble);
+    running.momentum = 0.3;
+    update_running_stats(running, mean, rstd, s.s, eps);
+    EXPECT_LT(relative_error(running.mean, rm), 1e-5) << "running mean, " << what;
+    EXPECT_LT(relative_error(running.var, rv), 1e-4) << "running var, " << what;
+  }
+}
+
+TEST(NormKernelsEmulated, BatchNormAsOneInstanceAndInstanceNormMatchFloat64) {
+  // Batch norm: channels-last, one channel tile, rows over three chunks; channels-last, two tiles
+  // of 32 channels; NCDHW with one sample (no affine: the input recovered from the output); NCDHW
+  // with one channel. Then instance norm, two samples, for the same kernels' per-sample instances.
+  check({{2, 3, 8, 8, 8}, true, true, Act::kReLU, true, true});
+  check({{3, 40, 4, 5, 3}, true, true, Act::kNone, true, false});
+  check({{1, 4, 6, 7, 5}, false, true, Act::kLeakyReLU, false, true});
+  check({{3, 1, 5, 4, 6}, false, true, Act::kReLU, true, false});
+  check({{2, 3, 6, 6, 6}, false, false, Act::kLeakyReLU, true, true});
+}
+
+}  // namespace
+}  // namespace voxfit::kernels::cuda
+
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __shared__
