@@ -8,9 +8,10 @@
 // array for the block. `__shfl_down_sync` exchanges through a per-warp buffer between two barriers
 // of the warp: every lane of the warp must call it, as the full mask requires on a GPU.
 //
-// Include it, then the kernels' .cuh, in a test file of its own: the CUDA keywords become macros
-// (tests/CMakeLists.txt keeps `*_emulated.cpp` files out of the unity build), and the thread
-// indices are declared in voxfit::kernels::cuda, where the kernels find them first.
+// Include it, then the kernels' .cuh, in a test file of its own, and cuda_emulation_end.h last: the
+// CUDA keywords become macros (tests/CMakeLists.txt keeps `*_emulated.cpp` files out of the unity
+// build), and the thread indices are declared in voxfit::kernels::cuda, where the kernels find
+// them first.
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>

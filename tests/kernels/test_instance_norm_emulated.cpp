@@ -142,8 +142,4 @@ TEST(NormKernelsEmulated, BatchNormAsOneInstanceAndInstanceNormMatchFloat64) {
 }  // namespace
 }  // namespace voxfit::kernels::cuda
 
-#undef __global__
-#undef __device__
-#undef __forceinline__
-#undef __launch_bounds__
-#undef __shared__
+#include "cuda_emulation_end.h"
