@@ -14,13 +14,13 @@
 // them first.
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "support/barrier.h"
 
 #define __global__
 #define __device__
@@ -36,27 +36,7 @@ struct EmulatedDim3 {
 
 namespace emulation {
 
-class Barrier {
- public:
-  explicit Barrier(int count) : count_(count) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const std::uint64_t generation = generation_;
-    if (++arrived_ == count_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation_ != generation; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int count_ = 0, arrived_ = 0;
-  std::uint64_t generation_ = 0;
-};
+using Barrier = ::voxfit::test::Barrier;
 
 struct Block {
   explicit Block(int threads) : sync(threads) {
@@ -78,16 +58,16 @@ inline Block*& current_block() {
 inline thread_local EmulatedDim3 threadIdx, blockIdx;
 inline EmulatedDim3 blockDim, gridDim;
 
-inline void __syncthreads() { emulation::current_block()->sync.wait(); }
+inline void __syncthreads() { emulation::current_block()->sync.arrive_and_wait(); }
 
 inline float __shfl_down_sync(unsigned /*mask*/, float v, int offset) {
   emulation::Block& b = *emulation::current_block();
   const unsigned lane = threadIdx.x % 32, first = threadIdx.x - lane;
   emulation::Barrier& warp = *b.warps[threadIdx.x / 32];
   b.lanes[threadIdx.x] = v;
-  warp.wait();
+  warp.arrive_and_wait();
   const float out = lane + offset < 32 ? b.lanes[first + lane + offset] : v;
-  warp.wait();
+  warp.arrive_and_wait();
   return out;
 }
 
@@ -114,7 +94,7 @@ inline void emulate_launch(EmulatedDim3 grid, int threads, const std::function<v
           for (unsigned x = 0; x < grid.x; ++x) {
             blockIdx = {x, y, z};
             body();
-            between.wait();  // the block is done before the next one starts
+            between.arrive_and_wait();  // the block is done before the next one starts
           }
     });
   for (auto& th : pool) th.join();

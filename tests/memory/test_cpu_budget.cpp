@@ -4,12 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "support/barrier.h"
 #include "voxfit/core/error.h"
 #include "voxfit/memory/cpu_budget.h"
 #include "voxfit/memory/oom.h"
@@ -99,29 +98,7 @@ TEST(CpuBudget, RestoresThePreviousAllocatorAndToleratesTensorsThatOutliveIt) {
   EXPECT_EQ(later.stats().current_bytes, 40u);
 }
 
-// A reusable barrier for the threads of one test (std::barrier is C++20).
-class Barrier {
- public:
-  explicit Barrier(int count) : count_(count) {}
-  void arrive_and_wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const int generation = generation_;
-    if (++arrived_ == count_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation != generation_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  const int count_;
-  int arrived_ = 0;
-  int generation_ = 0;
-};
+using ::voxfit::test::Barrier;
 
 TEST(CpuBudget, CountsExactlyUnderConcurrentAllocation) {
   // Loader threads and the training thread allocate at the same time; with a cap that some
