@@ -13,8 +13,10 @@
 #   KERNEL_SPECS "model|batches|variants[|extra train options];..." (experiments/kernels/run.sh's VARIANTS)
 #   table (phase, issue 52): each row ROUNDS (2) times, voxfit then `peer_seg.py --fast` (or `peer_ref.py
 #            --fast`) alternating, so each side's spread inside the call is on the table (table.py).
-#            TABLE_ROWS "model:batches:patch ..." (default unetr:1,2,4:96 swin_unetr:1,2,4:96 unet3d:2:96
-#            unet3d:2:128); TABLE_REF "model:precision ..." (default none; e.g. resnet50:float16)
+#            TABLE_ROWS "model:batches:patch[:variant] ..." (default unetr:1,2,4:96 swin_unetr:1,2,4:96
+#            unet3d:2:96 unet3d:2:128); a variant ("+" for spaces, e.g. --channels-last+on) is a second voxfit
+#            run each round, right after the default one and against the same peer rounds (t_..._voxfit-v.log);
+#            TABLE_REF "model:precision ..." (default none; e.g. resnet50:float16)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-/tmp/voxfit-issue26}
@@ -105,7 +107,7 @@ if has table; then
   export PYTHONPATH=$PWD/.shared-data/peers
   peer=.shared-data/peers
   for spec in ${TABLE_ROWS:-unetr:1,2,4:96 swin_unetr:1,2,4:96 unet3d:2:96 unet3d:2:128}; do
-    IFS=: read -r m batches pp <<<"$spec"
+    IFS=: read -r m batches pp variant <<<"$spec"
     pm=$m cache=$work/cache
     [ "$m" = unet3d ] && pm=dynunet
     if [ "$pp" = 128 ]; then  # the CT at 0.7 mm (129 voxels deep), so a patch is CT, not padding
@@ -118,10 +120,17 @@ if has table; then
       for r in $(seq "${ROUNDS:-2}"); do
         row=t_${m}_${pp}_b${b}_r$r
         stamp "$row"
-        rm -rf "$work/$row"
-        "$vf" train --dataset "$cache" --model "$m" --patch "$pp" --batch "$b" --precision fp16 --optimizer adamw \
-          --lr 1e-4 --steps 60 --log-every 10 --loader-threads 12 "${extra[@]}" --output "$work/$row" \
-          >"$logs/${row}_voxfit.log" 2>&1 || tail -2 "$logs/${row}_voxfit.log"
+        for v in default ${variant:+variant}; do
+          args=("${extra[@]}") log=$logs/${row}_voxfit.log
+          if [ "$v" = variant ]; then
+            read -ra more <<<"${variant//+/ }"
+            args+=("${more[@]}") log=$logs/${row}_voxfit-v.log
+          fi
+          rm -rf "$work/$row"
+          { echo "# voxfit train ${args[*]}"; "$vf" train --dataset "$cache" --model "$m" --patch "$pp" --batch "$b" \
+              --precision fp16 --optimizer adamw --lr 1e-4 --steps 60 --log-every 10 --loader-threads 12 "${args[@]}" \
+              --output "$work/$row"; } >"$log" 2>&1 || tail -2 "$log"
+        done
         timeout 400 python3 "$peer/peer_seg.py" --model "$pm" --batches "$b" --patch "$pp" --no-search --fast \
           --steps 20 --warmup 5 >"$logs/${row}_peer.log" 2>&1 || tail -2 "$logs/${row}_peer.log"
       done

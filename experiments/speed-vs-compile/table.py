@@ -16,7 +16,8 @@ did not run in that call shows '-'. Read from each LOGDIR:
 - t_<row>_r<round>_{voxfit,peer}.log (the table phase, issue 52): each workload run ROUNDS times,
   voxfit then its --fast peer alternating; every round's value is shown, the ratio is of the
   means, and its range is the lowest and highest of voxfit's over the peer's rounds. The peer's
-  compile + warm-up seconds (wall_s less its timed steps) are printed beside it.
+  compile + warm-up seconds (wall_s less its timed steps) are printed beside it. A row's variant
+  (t_..._voxfit-v.log, its options on the log's first line) is one more row against the same peer rounds.
 """
 import glob
 import json
@@ -106,9 +107,11 @@ def rounds_table(dirs):
     for d in dirs:
         call = os.path.basename(os.path.normpath(d))
         rows = {}
-        for log in glob.glob(os.path.join(d, "t_*_r*_voxfit.log")):
-            row, r = re.match(r"t_(.*)_r(\d+)_voxfit\.log$", os.path.basename(log)).groups()
-            peer_log = log[: -len("voxfit.log")] + "peer.log"
+        for log in glob.glob(os.path.join(d, "t_*_r*_voxfit*.log")):
+            row, r, variant = re.match(r"t_(.*)_r(\d+)_voxfit(-v)?\.log$", os.path.basename(log)).groups()
+            peer_log = re.sub(r"voxfit(-v)?\.log$", "peer.log", log)
+            if variant:  # the variant's options, from the log's first line
+                row += "|" + open(log, errors="replace").readline().removeprefix("# voxfit train").strip()
             if row.startswith("ref_"):  # inference: iterations 1-3 of voxfit (0 is its capture), 0-3 of the peer
                 v = mean_range([x for i, x in iterations(log).items() if 1 <= i <= 3])
                 p = mean_range([x for i, x in iterations(peer_log).items() if i <= 3])
@@ -125,8 +128,11 @@ def rounds_table(dirs):
                 model, precision = row[len("ref_"):].rsplit("_", 1)
                 name = f"{model} {precision} inference b64 (images/s)"
             else:
-                model, patch, batch = re.match(r"(.*)_(\d+)_b(\d+)$", row).groups()
+                base, _, options = row.partition("|")
+                model, patch, batch = re.match(r"(.*)_(\d+)_b(\d+)$", base).groups()
                 name = f"{model} train fp16 {patch}^3, batch {batch} (samples/s)"
+                if options:
+                    name += f", voxfit {options}"
             cell = lambda xs: " / ".join(fmt(x) for x in xs) if xs else "-"
             ratio = "-"
             if vs and ps:
