@@ -27,9 +27,8 @@ cuda::ActSpec act_of(Activation act, double slope) {
 
 // fused_instance_norm_supports admits NCDHW-contiguous or channels-last tensors only; a tensor
 // that is both (one channel, say) is treated as NCDHW, and its outputs get its strides.
-// With `batch` (batch norm's statistics) the whole batch is one instance of N x S rows: channels-last
-// memory is those rows of C channels, and an NCDHW tensor is too where it has one sample or one
-// channel (fused_batch_norm_supports).
+// With `batch` (batch norm's statistics) the whole batch is one instance of N x S rows a channel:
+// in channels-last memory N x S rows of C channels, in NCDHW memory the channel's N planes.
 cuda::NormShape shape_of(const torch::Tensor& x, bool batch) {
   return cuda::norm_shape(x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1)), !x.is_contiguous(), batch);
 }
@@ -140,8 +139,8 @@ bool fused_instance_norm_supports(const torch::Tensor& x, const torch::Tensor& w
 }
 
 bool fused_batch_norm_supports(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual) {
-  if (!fused_instance_norm_supports(x, weight, residual)) return false;
-  return !x.is_contiguous() || x.size(0) == 1 || x.size(1) == 1;  // shape_of(x, true)'s one instance
+  // An NCDHW batch's samples are chunks of the grid's y axis (at most 65535 blocks).
+  return fused_instance_norm_supports(x, weight, residual) && (!x.is_contiguous() || x.size(0) <= 65535);
 }
 
 namespace {

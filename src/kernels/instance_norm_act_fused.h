@@ -18,8 +18,8 @@ bool fused_instance_norm_supports(const torch::Tensor& x, const torch::Tensor& w
 torch::Tensor instance_norm_act_fused(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                       const torch::Tensor& residual, const NormActSpec& spec);
 
-/// fused_instance_norm_supports, and the batch's rows of each channel are one instance of the
-/// kernels: channels-last, or NCDHW with one sample or one channel.
+/// fused_instance_norm_supports (and, in NCDHW, at most 65535 samples): the batch's rows of each
+/// channel are one instance of the kernels, in either layout.
 bool fused_batch_norm_supports(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& residual);
 
 struct BatchNormResult {

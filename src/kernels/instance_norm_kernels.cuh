@@ -27,7 +27,7 @@ struct Tiling {
   int tc = 1;         // channels a block covers (1 for NCDHW)
   int rows = 1;       // rows a block steps over at once
   int64_t tiles = 0;  // blocks along x: instances (NCDHW) or N * channel tiles (channels-last)
-  int chunks = 1;     // blocks along y: pieces of the spatial rows
+  int chunks = 1;     // blocks along y: pieces of the spatial rows, chunks / samples to a sample's plane
   int64_t chunk_rows = 0;
 };
 
@@ -43,14 +43,30 @@ Tiling tiling(const NormShape& s, int sms) {
     t.rows = kThreads;
     t.tiles = s.n * s.c;
   }
-  // About eight resident blocks per SM, but at least four rows per thread in each block.
+  // About eight resident blocks per SM, but at least four rows per thread in each block; a chunk
+  // lies within one sample's plane (samples > 1), so each plane gets the same number of chunks.
   const int64_t target = int64_t{8} * sms;
-  int64_t chunks = (target + t.tiles - 1) / t.tiles;
+  int64_t chunks = (target + t.tiles * s.samples - 1) / (t.tiles * s.samples);  // per plane
   chunks = std::min<int64_t>(chunks, std::max<int64_t>(1, s.s / (int64_t{4} * t.rows)));
-  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, 65535));
-  t.chunks = static_cast<int>(chunks);
+  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, 65535 / s.samples));
+  t.chunks = static_cast<int>(chunks * s.samples);
   t.chunk_rows = (s.s + chunks - 1) / chunks;
   return t;
+}
+
+// The rows [r0, r1) of its sample's plane that a block covers, and where that plane starts relative
+// to the first sample's (NCDHW batch norm: samples > 1; else 0).
+struct Span {
+  int64_t r0 = 0, r1 = 0, offset = 0;
+};
+
+__device__ Span span(const NormShape& s, int64_t chunk_rows) {
+  const int64_t per_plane = gridDim.y / s.samples, sample = blockIdx.y / per_plane;
+  Span b;
+  b.r0 = (blockIdx.y % per_plane) * chunk_rows;
+  b.r1 = min(s.s, b.r0 + chunk_rows);
+  b.offset = sample * s.c * s.s;
+  return b;
 }
 
 // Where a thread of a block works: the instance (plane = n * C + c), the first element's offset
@@ -132,14 +148,15 @@ __global__ void forward_stats(NormShape s, int tc, int rows, int64_t chunk_rows,
   const Place p = place(s, tc, rows);
   float s1 = 0.f, s2 = 0.f;
   if (p.active) {
-    const float shift = load(x, p.base);
-    const int64_t r0 = blockIdx.y * chunk_rows, r1 = min(s.s, r0 + chunk_rows);
-    for (int64_t r = r0 + p.ty; r < r1; r += int64_t{rows} * kUnroll) {
+    const float shift = load(x, p.base);  // the instance's first element: every sample's blocks shift by it
+    const Span sp = span(s, chunk_rows);
+    const int64_t base = p.base + sp.offset;
+    for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
       float v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t row = r + int64_t{u} * rows;
-        v[u] = row < r1 ? load(x, p.base + row * p.stride) : shift;  // past the end: adds nothing
+        v[u] = row < sp.r1 ? load(x, base + row * p.stride) : shift;  // past the end: adds nothing
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -164,8 +181,9 @@ __global__ void forward_finalize(NormShape s, int chunks, const T* x, const floa
   }
   const int64_t n = plane / s.c, c = plane % s.c;
   const float shift = load(x, s.channels_last ? n * s.s * s.c + c : plane * s.s);
-  const double m1 = s1 / s.s;
-  const double var = fmax(0.0, s2 / s.s - m1 * m1);
+  const double count = static_cast<double>(instance_rows(s));
+  const double m1 = s1 / count;
+  const double var = fmax(0.0, s2 / count - m1 * m1);
   mean[plane] = static_cast<float>(shift + m1);
   rstd[plane] = static_cast<float>(1.0 / sqrt(var + eps));
 }
@@ -179,19 +197,20 @@ __global__ void forward_apply(NormShape s, int tc, int rows, int64_t chunk_rows,
   if (!p.active) return;
   const float w = weight ? weight[p.c] : 1.f, b = bias ? bias[p.c] : 0.f;
   const float scale = rstd[p.plane] * w, shift = b - mean[p.plane] * scale;
-  const int64_t r0 = blockIdx.y * chunk_rows, r1 = min(s.s, r0 + chunk_rows);
-  for (int64_t r = r0 + p.ty; r < r1; r += int64_t{rows} * kUnroll) {
+  const Span sp = span(s, chunk_rows);
+  const int64_t base = p.base + sp.offset;
+  for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
     float xv[kUnroll], rv[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t row = r + int64_t{u} * rows, i = p.base + row * p.stride;
-      xv[u] = row < r1 ? load(x, i) : 0.f;
-      rv[u] = row < r1 && residual ? load(residual, i) : 0.f;
+      const int64_t row = r + int64_t{u} * rows, i = base + row * p.stride;
+      xv[u] = row < sp.r1 ? load(x, i) : 0.f;
+      rv[u] = row < sp.r1 && residual ? load(residual, i) : 0.f;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t row = r + int64_t{u} * rows;
-      if (row < r1) store(y, p.base + row * p.stride, activate(xv[u] * scale + shift + rv[u], act));
+      if (row < sp.r1) store(y, base + row * p.stride, activate(xv[u] * scale + shift + rv[u], act));
     }
   }
 }
@@ -209,13 +228,13 @@ __device__ __forceinline__ Loaded load_terms(int64_t i, const T* __restrict__ dy
 
 // The kUnroll rows r, r + rows, ... of a thread (zeros past r1: they add nothing).
 template <typename T>
-__device__ __forceinline__ void load_rows(const Place& p, int64_t r, int64_t r1, int rows, const T* __restrict__ dy,
-                                          const T* __restrict__ y, const T* __restrict__ x,
+__device__ __forceinline__ void load_rows(int64_t base, int64_t stride, int64_t r, int64_t r1, int rows,
+                                          const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
                                           const T* __restrict__ residual, Loaded (&v)[kUnroll]) {
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int64_t row = r + int64_t{u} * rows;
-    v[u] = row < r1 ? load_terms(p.base + row * p.stride, dy, y, x, residual) : Loaded{0.f, 0.f, 0.f};
+    v[u] = row < r1 ? load_terms(base + row * stride, dy, y, x, residual) : Loaded{0.f, 0.f, 0.f};
   }
 }
 
@@ -235,10 +254,10 @@ __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_row
   float a = 0.f, b = 0.f;
   if (p.active) {
     const float m = x ? mean[p.plane] : 0.f, rs = rstd[p.plane];
-    const int64_t r0 = blockIdx.y * chunk_rows, r1 = min(s.s, r0 + chunk_rows);
-    for (int64_t r = r0 + p.ty; r < r1; r += int64_t{rows} * kUnroll) {
+    const Span sp = span(s, chunk_rows);
+    for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
       Loaded v[kUnroll];
-      load_rows(p, r, r1, rows, dy, y, x, residual, v);
+      load_rows(p.base + sp.offset, p.stride, r, sp.r1, rows, dy, y, x, residual, v);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         float dz, xhat;
@@ -273,16 +292,18 @@ __global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows
   if (!p.active) return;
   const float m = x ? mean[p.plane] : 0.f, rs = rstd[p.plane];
   const float scale = rs * (weight ? weight[p.c] : 1.f);
-  const float mean_dz = sum_dz[p.plane] / s.s, mean_dz_xhat = sum_dz_xhat[p.plane] / s.s;
-  const int64_t r0 = blockIdx.y * chunk_rows, r1 = min(s.s, r0 + chunk_rows);
-  for (int64_t r = r0 + p.ty; r < r1; r += int64_t{rows} * kUnroll) {
+  const float count = static_cast<float>(instance_rows(s));
+  const float mean_dz = sum_dz[p.plane] / count, mean_dz_xhat = sum_dz_xhat[p.plane] / count;
+  const Span sp = span(s, chunk_rows);
+  const int64_t base = p.base + sp.offset;
+  for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
     Loaded v[kUnroll];
-    load_rows(p, r, r1, rows, dy, y, x, residual, v);
+    load_rows(base, p.stride, r, sp.r1, rows, dy, y, x, residual, v);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t row = r + int64_t{u} * rows;
-      if (row >= r1) continue;
-      const int64_t i = p.base + row * p.stride;
+      if (row >= sp.r1) continue;
+      const int64_t i = base + row * p.stride;
       float dz, xhat;
       backward_terms(v[u], x != nullptr, m, rs, act, dz, xhat);
       store(dx, i, scale * (dz - mean_dz - xhat * mean_dz_xhat));

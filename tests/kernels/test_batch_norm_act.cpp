@@ -2,8 +2,8 @@
 // activation ran (output and running statistics, momentum or cumulative average, training and
 // eval); the conv blocks' apply_norm_act runs it for their batch norms; and (on a CUDA build with a
 // GPU) the fused kernels match a float64 reference in the output, every gradient and the updated
-// running statistics wherever the batch's rows of a channel are one instance of the kernels
-// (channels-last, or NCDHW with one sample or one channel), and are not used elsewhere or in eval.
+// running statistics, channels-last and NCDHW (one sample, one channel, several of each), and are
+// not used on the CPU or in eval.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -93,7 +93,10 @@ TEST(BatchNormAct, NeverFusesCpuTensorsNorEval) {
   EXPECT_FALSE(fused_batch_norm_applies(cl, bn->weight, {}, running, false));        // eval: running statistics
   EXPECT_TRUE(fused_batch_norm_applies(cl, bn->weight, {}, RunningStats{}, false));  // none tracked: batch's
   EXPECT_TRUE(fused_batch_norm_applies(torch::randn({1, 4, 8, 8, 8}, cuda), bn->weight, {}, running, true));
-  EXPECT_FALSE(fused_batch_norm_applies(torch::randn({2, 4, 8, 8, 8}, cuda), bn->weight, {}, running, true));
+  EXPECT_TRUE(fused_batch_norm_applies(torch::randn({2, 4, 8, 8, 8}, cuda), bn->weight, {}, running, true));
+  // Neither layout (a permuted view): ATen's.
+  EXPECT_FALSE(fused_batch_norm_applies(torch::randn({2, 8, 8, 8, 4}, cuda).permute({0, 4, 1, 3, 2}), bn->weight, {},
+                                        running, true));
   KernelModeGuard aten(KernelMode::kAten);
   EXPECT_FALSE(fused_batch_norm_applies(cl, bn->weight, {}, running, true));
 }
@@ -150,11 +153,14 @@ BnOutputs run_bn(const BnCase& c, const torch::Tensor& x0, const torch::Tensor& 
 
 TEST(BatchNormActCuda, FusedMatchesFloat64ReferenceInOutputGradientsAndRunningStatistics) {
   if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
-  // Channels-last with several samples and channels (one and more tiles of 32 channels), and the
-  // NCDHW tensors whose batch is one instance: one sample, one channel.
+  // Channels-last with several samples and channels (one and more tiles of 32 channels); NCDHW
+  // with one sample, one channel, and several of each (each sample's plane of a channel in chunks).
   std::vector<BnCase> cases;
-  for (const auto& [shape, cl] : std::vector<std::pair<std::vector<int64_t>, bool>>{
-           {{2, 3, 5, 7, 9}, true}, {{3, 40, 6, 5, 7}, true}, {{1, 16, 12, 12, 12}, false}, {{3, 1, 9, 4, 3}, false}})
+  for (const auto& [shape, cl] : std::vector<std::pair<std::vector<int64_t>, bool>>{{{2, 3, 5, 7, 9}, true},
+                                                                                    {{3, 40, 6, 5, 7}, true},
+                                                                                    {{1, 16, 12, 12, 12}, false},
+                                                                                    {{3, 1, 9, 4, 3}, false},
+                                                                                    {{2, 5, 24, 20, 22}, false}})
     for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16})
       for (const auto act : {Activation::kNone, Activation::kReLU, Activation::kLeakyReLU})
         for (const bool residual : {false, true}) cases.push_back({shape, cl, dtype, act, residual});
@@ -182,7 +188,7 @@ TEST(BatchNormActCuda, FusedMatchesFloat64ReferenceInOutputGradientsAndRunningSt
     EXPECT_EQ(got.y.strides(), got.dx.strides()) << describe_bn(c);
     ++checked;
   }
-  EXPECT_EQ(checked, 4 * 3 * 3 * 2);
+  EXPECT_EQ(checked, 5 * 3 * 3 * 2);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // The fused norm kernels (src/kernels/instance_norm_kernels.cuh), run on the CPU by
 // cuda_emulation.h on every build, as instance_norm.cu launches them (statistics, finalize, apply;
 // reduce, finalize, apply), on the shapes norm_shape gives: batch norm's whole batch as one
-// instance (channels-last with one and two channel tiles, NCDHW with one sample, NCDHW with one
-// channel) and instance norm, against LibTorch's float64 batch / instance norm with the residual
-// add and activation and its autograd; and the running statistics update_running_stats makes from
+// instance (channels-last with one and two channel tiles; NCDHW, where the instance is the
+// channel's plane in every sample: several samples, one sample, one channel) and instance norm,
+// against LibTorch's float64 batch / instance norm with the residual add and activation and its
+// autograd; and the running statistics update_running_stats makes from
 // the kernels' mean and rstd against ATen's batch norm. A few SMs so the rows split into several
 // chunks. On a GPU the compiled kernels are checked again (BatchNormActCuda.*, InstanceNormActCuda.*).
 #include <gtest/gtest.h>
@@ -122,7 +123,7 @@ void check(const NormCase& c) {
     running.mean = torch::full({c.shape[1]}, 0.5, torch::kDouble);
     running.var = torch::full({c.shape[1]}, 2.0, torch::kDouble);
     running.momentum = 0.3;
-    update_running_stats(running, mean, rstd, s.s, eps);
+    update_running_stats(running, mean, rstd, instance_rows(s), eps);
     EXPECT_LT(relative_error(running.mean, rm), 1e-5) << "running mean, " << what;
     EXPECT_LT(relative_error(running.var, rv), 1e-4) << "running var, " << what;
   }
@@ -131,12 +132,35 @@ void check(const NormCase& c) {
 TEST(NormKernelsEmulated, BatchNormAsOneInstanceAndInstanceNormMatchFloat64) {
   // Batch norm: channels-last, one channel tile, rows over three chunks; channels-last, two tiles
   // of 32 channels; NCDHW with one sample (no affine: the input recovered from the output); NCDHW
-  // with one channel. Then instance norm, two samples, for the same kernels' per-sample instances.
+  // with one channel; NCDHW with three samples of two channels, each sample's plane in two chunks.
+  // Then instance norm, two samples, for the same kernels' per-sample instances.
   check({{2, 3, 8, 8, 8}, true, true, Act::kReLU, true, true});
   check({{3, 40, 4, 5, 3}, true, true, Act::kNone, true, false});
   check({{1, 4, 6, 7, 5}, false, true, Act::kLeakyReLU, false, true});
   check({{3, 1, 5, 4, 6}, false, true, Act::kReLU, true, false});
+  check({{3, 2, 16, 16, 10}, false, true, Act::kLeakyReLU, true, true});
   check({{2, 3, 6, 6, 6}, false, false, Act::kLeakyReLU, true, true});
+}
+
+TEST(NormKernelsEmulated, AnNcdhwBatchSplitsEverySamplesPlaneAlike) {
+  // Batch norm over 3 samples of 2 channels, 600 voxels each: 2 planes x 3 samples x k chunks, every
+  // chunk inside one sample's plane, and the chunks of a plane cover its rows once.
+  const NormShape s = norm_shape(3, 2, 600, false, true);
+  EXPECT_EQ(s.n, 1);
+  EXPECT_EQ(s.samples, 3);
+  EXPECT_EQ(instance_rows(s), 1800);
+  for (const int sms : {1, 2, 132}) {
+    const Tiling t = tiling(s, sms);
+    EXPECT_EQ(t.tiles, 2);
+    EXPECT_EQ(t.chunks % 3, 0) << sms;
+    const int64_t per_plane = t.chunks / 3;
+    EXPECT_GE(per_plane * t.chunk_rows, 600) << sms;
+    EXPECT_LT((per_plane - 1) * t.chunk_rows, 600) << sms;
+  }
+  // Channels-last: the batch is consecutive rows, one sample's worth of planes.
+  const NormShape cl = norm_shape(3, 2, 600, true, true);
+  EXPECT_EQ(cl.samples, 1);
+  EXPECT_EQ(instance_rows(cl), 1800);
 }
 
 }  // namespace

@@ -64,8 +64,8 @@ struct RunningStats {
 /// act(batch_norm(x) * weight + bias + residual). In training (or without running statistics) the
 /// statistics of each channel over the batch and the spatial axes, and the running statistics
 /// updated with the batch's mean and unbiased variance; otherwise the running statistics. The
-/// fused kernels run the training case where the batch's rows of each channel are one of their
-/// instances: channels-last, or NCDHW with one sample or one channel.
+/// fused kernels run the training case on CUDA, NCDHW or channels-last: the batch's rows of each
+/// channel are one of their instances (in NCDHW, the channel's plane in every sample).
 torch::Tensor batch_norm_act(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                              const RunningStats& running, bool training, const torch::Tensor& residual,
                              const NormActSpec& spec);
