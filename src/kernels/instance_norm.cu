@@ -12,14 +12,17 @@
 // one sample and a tile of up to 32 channels), y = chunks of the spatial rows (batch norm in NCDHW:
 // chunks of each sample's plane of the channel, NormShape::samples). A block's partial
 // sums go to a workspace and a finalize launch adds them in a fixed order (no atomics: the same
-// input gives the same bits). Statistics use sums shifted by the instance's first element, so a
-// large mean relative to the spread costs no precision.
+// input gives the same bits). Along NCDHW planes a thread loads 16 bytes at once where the plane's
+// length and every pointer allow (vector_width; performance-notes 43). Statistics use sums shifted by the instance's
+// first element, so a large mean relative to the spread costs no precision.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 
 #include "device_common.cuh"
 #include "instance_norm_kernels.cuh"
@@ -29,35 +32,66 @@ namespace voxfit::kernels::cuda {
 
 namespace {
 
+// 16-byte units along NCDHW planes (Pack in instance_norm_kernels.cuh) where every plane, chunk and
+// pointer starts on one; else one element at a time.
+template <typename T>
+int vector_width(const NormShape& s, std::initializer_list<const void*> pointers) {
+  constexpr int kWidth = 16 / sizeof(T);
+  if (s.channels_last || s.s % kWidth != 0) return 1;
+  for (const void* q : pointers)
+    if (q != nullptr && reinterpret_cast<std::uintptr_t>(q) % 16 != 0) return 1;
+  return kWidth;
+}
+
+template <typename T, int V>
+void forward_launch(const NormShape& s, const T* x, const float* w, const float* b, const T* r, ActSpec act, float eps,
+                    T* y, float* mean, float* rstd, float* ws, cudaStream_t stream) {
+  const Tiling t = tiling(s, sm_count());
+  const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
+  forward_stats<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, x, ws);
+  const int64_t planes = s.n * s.c;
+  forward_finalize<T>
+      <<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(s, t.chunks, x, ws, eps, mean, rstd);
+  forward_apply<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, x, w, b, r, act, mean, rstd, y);
+}
+
 template <typename T>
 void forward_typed(const NormShape& s, const void* x, const float* w, const float* b, const void* r, ActSpec act,
                    float eps, void* y, float* mean, float* rstd, float* ws, cudaStream_t stream) {
+  const T *xt = static_cast<const T*>(x), *rt = static_cast<const T*>(r);
+  T* yt = static_cast<T*>(y);
+  if (vector_width<T>(s, {x, r, y}) > 1)
+    forward_launch<T, 16 / sizeof(T)>(s, xt, w, b, rt, act, eps, yt, mean, rstd, ws, stream);
+  else
+    forward_launch<T, 1>(s, xt, w, b, rt, act, eps, yt, mean, rstd, ws, stream);
+}
+
+template <typename T, int V>
+void backward_launch(const NormShape& s, const T* dy, const T* y, const T* x, const T* r, const float* mean,
+                     const float* rstd, const float* w, ActSpec act, T* dx, T* dz, float* sum_dz, float* sum_dz_xhat,
+                     float* ws, cudaStream_t stream) {
   const Tiling t = tiling(s, sm_count());
   const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
-  const T* xt = static_cast<const T*>(x);
-  forward_stats<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, xt, ws);
+  backward_reduce<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dy, y, x, r, mean, rstd, act, ws);
   const int64_t planes = s.n * s.c;
-  forward_finalize<T>
-      <<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(s, t.chunks, xt, ws, eps, mean, rstd);
-  forward_apply<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, xt, w, b, static_cast<const T*>(r),
-                                                  act, mean, rstd, static_cast<T*>(y));
+  backward_finalize<<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(planes, t.chunks, ws, sum_dz,
+                                                                                     sum_dz_xhat);
+  backward_apply<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dy, y, x, r, mean, rstd, w, act,
+                                                      sum_dz, sum_dz_xhat, dx, dz);
 }
 
 template <typename T>
 void backward_typed(const NormShape& s, const void* dy, const void* y, const void* x, const void* r, const float* mean,
                     const float* rstd, const float* w, ActSpec act, void* dx, void* dz, float* sum_dz,
                     float* sum_dz_xhat, float* ws, cudaStream_t stream) {
-  const Tiling t = tiling(s, sm_count());
-  const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
   const T *dyt = static_cast<const T*>(dy), *yt = static_cast<const T*>(y), *xt = static_cast<const T*>(x),
           *rt = static_cast<const T*>(r);
-  backward_reduce<T>
-      <<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, rt, mean, rstd, act, ws);
-  const int64_t planes = s.n * s.c;
-  backward_finalize<<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(planes, t.chunks, ws, sum_dz,
-                                                                                     sum_dz_xhat);
-  backward_apply<T><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, rt, mean, rstd, w, act,
-                                                   sum_dz, sum_dz_xhat, static_cast<T*>(dx), static_cast<T*>(dz));
+  T *dxt = static_cast<T*>(dx), *dzt = static_cast<T*>(dz);
+  if (vector_width<T>(s, {dy, y, x, r, dx, dz}) > 1)
+    backward_launch<T, 16 / sizeof(T)>(s, dyt, yt, xt, rt, mean, rstd, w, act, dxt, dzt, sum_dz, sum_dz_xhat, ws,
+                                       stream);
+  else
+    backward_launch<T, 1>(s, dyt, yt, xt, rt, mean, rstd, w, act, dxt, dzt, sum_dz, sum_dz_xhat, ws, stream);
 }
 
 }  // namespace

@@ -142,27 +142,77 @@ __device__ void block_partials(const Place& p, float v0, float v1, int tc, int r
   }
 }
 
-template <typename T>
+// Units of rows: along an NCDHW plane a thread may load V consecutive elements at once (16 bytes:
+// 8 half / bfloat16 or 4 floats) where the launcher finds the plane's length and every pointer
+// aligned for it (instance_norm.cu, vector_width); then a thread's "row" is a unit of V elements,
+// and a block's rows [r0, r1) are the units [r0 / V, r1 / V): rounded down at both ends, the
+// chunks' units still cover a plane of whole units once. V = 1 is one element a row, at any stride
+// (channels-last).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// Units a thread loads before using them: with V elements a unit, fewer suffice for the bytes in
+// flight, and the registers stay bounded (backward holds three tensors' units).
+template <int V>
+constexpr int kUnrollFor = V > 1 ? 2 : kUnroll;
+
+template <int V, typename T>
+__device__ __forceinline__ void load_unit(const T* __restrict__ p, int64_t base, int64_t unit, int64_t stride,
+                                          float (&out)[V]) {
+  if constexpr (V == 1) {
+    out[0] = load(p, base + unit * stride);
+  } else {
+    const Pack<T, V> pack = *reinterpret_cast<const Pack<T, V>*>(p + base + unit * V);
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = static_cast<float>(pack.v[k]);
+  }
+}
+
+template <int V, typename T>
+__device__ __forceinline__ void store_unit(T* __restrict__ p, int64_t base, int64_t unit, int64_t stride,
+                                           const float (&in)[V]) {
+  if constexpr (V == 1) {
+    store(p, base + unit * stride, in[0]);
+  } else {
+    Pack<T, V> pack;
+#pragma unroll
+    for (int k = 0; k < V; ++k) pack.v[k] = static_cast<T>(in[k]);
+    *reinterpret_cast<Pack<T, V>*>(p + base + unit * V) = pack;
+  }
+}
+
+template <typename T, int V>
 __global__ void forward_stats(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ x,
                               float* __restrict__ partial) {
+  constexpr int U = kUnrollFor<V>;
   const Place p = place(s, tc, rows);
   float s1 = 0.f, s2 = 0.f;
   if (p.active) {
     const float shift = load(x, p.base);  // the instance's first element: every sample's blocks shift by it
     const Span sp = span(s, chunk_rows);
-    const int64_t base = p.base + sp.offset;
-    for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
-      float v[kUnroll];
+    const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
+    for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+      float v[U][V];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t row = r + int64_t{u} * rows;
-        v[u] = row < sp.r1 ? load(x, base + row * p.stride) : shift;  // past the end: adds nothing
+      for (int u = 0; u < U; ++u) {
+        const int64_t unit = r + int64_t{u} * rows;
+        if (unit < u1) {
+          load_unit<V>(x, base, unit, p.stride, v[u]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < V; ++k) v[u][k] = shift;  // past the end: adds nothing
+        }
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const float d = v[u] - shift;
-        s1 += d;
-        s2 += d * d;
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float d = v[u][k] - shift;
+          s1 += d;
+          s2 += d * d;
+        }
       }
     }
   }
@@ -188,29 +238,38 @@ __global__ void forward_finalize(NormShape s, int chunks, const T* x, const floa
   rstd[plane] = static_cast<float>(1.0 / sqrt(var + eps));
 }
 
-template <typename T>
+template <typename T, int V>
 __global__ void forward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ x,
                               const float* __restrict__ weight, const float* __restrict__ bias,
                               const T* __restrict__ residual, ActSpec act, const float* __restrict__ mean,
                               const float* __restrict__ rstd, T* __restrict__ y) {
+  constexpr int U = kUnrollFor<V>;
   const Place p = place(s, tc, rows);
   if (!p.active) return;
   const float w = weight ? weight[p.c] : 1.f, b = bias ? bias[p.c] : 0.f;
   const float scale = rstd[p.plane] * w, shift = b - mean[p.plane] * scale;
   const Span sp = span(s, chunk_rows);
-  const int64_t base = p.base + sp.offset;
-  for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
-    float xv[kUnroll], rv[kUnroll];
+  const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
+  for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+    float xv[U][V], rv[U][V];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t row = r + int64_t{u} * rows, i = base + row * p.stride;
-      xv[u] = row < sp.r1 ? load(x, i) : 0.f;
-      rv[u] = row < sp.r1 && residual ? load(residual, i) : 0.f;
+    for (int u = 0; u < U; ++u) {
+      const int64_t unit = r + int64_t{u} * rows;
+#pragma unroll
+      for (int k = 0; k < V; ++k) xv[u][k] = rv[u][k] = 0.f;
+      if (unit < u1) {
+        load_unit<V>(x, base, unit, p.stride, xv[u]);
+        if (residual) load_unit<V>(residual, base, unit, p.stride, rv[u]);
+      }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t row = r + int64_t{u} * rows;
-      if (row < sp.r1) store(y, base + row * p.stride, activate(xv[u] * scale + shift + rv[u], act));
+    for (int u = 0; u < U; ++u) {
+      const int64_t unit = r + int64_t{u} * rows;
+      if (unit >= u1) continue;
+      float out[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) out[k] = activate(xv[u][k] * scale + shift + rv[u][k], act);
+      store_unit<V>(y, base, unit, p.stride, out);
     }
   }
 }
@@ -220,21 +279,25 @@ struct Loaded {
   float dy, y, x;
 };
 
-template <typename T>
-__device__ __forceinline__ Loaded load_terms(int64_t i, const T* __restrict__ dy, const T* __restrict__ y,
-                                             const T* __restrict__ x, const T* __restrict__ residual) {
-  return {load(dy, i), load(y, i), x ? load(x, i) : residual ? load(residual, i) : 0.f};
-}
-
-// The kUnroll rows r, r + rows, ... of a thread (zeros past r1: they add nothing).
-template <typename T>
-__device__ __forceinline__ void load_rows(int64_t base, int64_t stride, int64_t r, int64_t r1, int rows,
-                                          const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
-                                          const T* __restrict__ residual, Loaded (&v)[kUnroll]) {
+// The U units r, r + rows, ... of a thread (zeros past u1: they add nothing).
+template <int V, int U, typename T>
+__device__ __forceinline__ void load_units(int64_t base, int64_t stride, int64_t r, int64_t u1, int rows,
+                                           const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
+                                           const T* __restrict__ residual, Loaded (&v)[U][V]) {
+  const T* third = x ? x : residual;
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int64_t row = r + int64_t{u} * rows;
-    v[u] = row < r1 ? load_terms(base + row * stride, dy, y, x, residual) : Loaded{0.f, 0.f, 0.f};
+  for (int u = 0; u < U; ++u) {
+    const int64_t unit = r + int64_t{u} * rows;
+    float a[V], b[V], c[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) a[k] = b[k] = c[k] = 0.f;
+    if (unit < u1) {
+      load_unit<V>(dy, base, unit, stride, a);
+      load_unit<V>(y, base, unit, stride, b);
+      if (third) load_unit<V>(third, base, unit, stride, c);
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[u][k] = Loaded{a[k], b[k], c[k]};
   }
 }
 
@@ -245,25 +308,30 @@ __device__ __forceinline__ void backward_terms(const Loaded& v, bool has_x, floa
   xhat = has_x ? (v.x - mean) * rstd : deactivate(v.y, act) - v.x;
 }
 
-template <typename T>
+template <typename T, int V>
 __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ dy,
                                 const T* __restrict__ y, const T* __restrict__ x, const T* __restrict__ residual,
                                 const float* __restrict__ mean, const float* __restrict__ rstd, ActSpec act,
                                 float* __restrict__ partial) {
+  constexpr int U = kUnrollFor<V>;
   const Place p = place(s, tc, rows);
   float a = 0.f, b = 0.f;
   if (p.active) {
     const float m = x ? mean[p.plane] : 0.f, rs = rstd[p.plane];
     const Span sp = span(s, chunk_rows);
-    for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
-      Loaded v[kUnroll];
-      load_rows(p.base + sp.offset, p.stride, r, sp.r1, rows, dy, y, x, residual, v);
+    const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
+    for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+      Loaded v[U][V];
+      load_units<V, U>(base, p.stride, r, u1, rows, dy, y, x, residual, v);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        float dz, xhat;
-        backward_terms(v[u], x != nullptr, m, rs, act, dz, xhat);  // past the end dz = 0: adds nothing
-        a += dz;
-        b += dz * xhat;
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          float dz, xhat;
+          backward_terms(v[u][k], x != nullptr, m, rs, act, dz, xhat);  // past the end dz = 0: adds nothing
+          a += dz;
+          b += dz * xhat;
+        }
       }
     }
   }
@@ -282,12 +350,13 @@ __global__ void backward_finalize(int64_t planes, int chunks, const float* parti
   sum_dz_xhat[plane] = static_cast<float>(b);
 }
 
-template <typename T>
+template <typename T, int V>
 __global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ dy,
                                const T* __restrict__ y, const T* __restrict__ x, const T* __restrict__ residual,
                                const float* __restrict__ mean, const float* __restrict__ rstd,
                                const float* __restrict__ weight, ActSpec act, const float* __restrict__ sum_dz,
                                const float* __restrict__ sum_dz_xhat, T* __restrict__ dx, T* __restrict__ dz_out) {
+  constexpr int U = kUnrollFor<V>;
   const Place p = place(s, tc, rows);
   if (!p.active) return;
   const float m = x ? mean[p.plane] : 0.f, rs = rstd[p.plane];
@@ -295,19 +364,23 @@ __global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows
   const float count = static_cast<float>(instance_rows(s));
   const float mean_dz = sum_dz[p.plane] / count, mean_dz_xhat = sum_dz_xhat[p.plane] / count;
   const Span sp = span(s, chunk_rows);
-  const int64_t base = p.base + sp.offset;
-  for (int64_t r = sp.r0 + p.ty; r < sp.r1; r += int64_t{rows} * kUnroll) {
-    Loaded v[kUnroll];
-    load_rows(base, p.stride, r, sp.r1, rows, dy, y, x, residual, v);
+  const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
+  for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+    Loaded v[U][V];
+    load_units<V, U>(base, p.stride, r, u1, rows, dy, y, x, residual, v);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t row = r + int64_t{u} * rows;
-      if (row >= sp.r1) continue;
-      const int64_t i = base + row * p.stride;
-      float dz, xhat;
-      backward_terms(v[u], x != nullptr, m, rs, act, dz, xhat);
-      store(dx, i, scale * (dz - mean_dz - xhat * mean_dz_xhat));
-      if (dz_out) store(dz_out, i, dz);
+    for (int u = 0; u < U; ++u) {
+      const int64_t unit = r + int64_t{u} * rows;
+      if (unit >= u1) continue;
+      float dxv[V], dzv[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float xhat;
+        backward_terms(v[u][k], x != nullptr, m, rs, act, dzv[k], xhat);
+        dxv[k] = scale * (dzv[k] - mean_dz - xhat * mean_dz_xhat);
+      }
+      store_unit<V>(dx, base, unit, p.stride, dxv);
+      if (dz_out) store_unit<V>(dz_out, base, unit, p.stride, dzv);
     }
   }
 }

@@ -5,17 +5,18 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "kernel_test_support.h"
 #include "voxfit/core/error.h"
 #include "voxfit/core/torch_compat.h"
 #include "voxfit/kernels/instance_norm_act.h"
 #include "voxfit/memory/oom.h"
 #include "voxfit/models/blocks/conv_blocks.h"
 #include "voxfit/models/blocks/layers.h"
-#include "kernel_test_support.h"
 
 namespace voxfit::kernels {
 namespace {
@@ -131,8 +132,10 @@ Outputs run(const Case& c, const torch::Tensor& x0, const torch::Tensor& w0, con
 
 TEST(InstanceNormActCuda, FusedMatchesFloat64ReferenceInOutputAndEveryGradient) {
   if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
+  // Planes of odd lengths (one element a load), and of multiples of 8 (NCDHW: 16-byte loads of
+  // half, 4 or 8 floats), the last over many chunks a plane.
   const std::vector<std::vector<int64_t>> shapes = {
-      {2, 3, 5, 7, 9}, {1, 16, 12, 12, 12}, {2, 40, 6, 5, 7}, {3, 1, 9, 4, 3}};
+      {2, 3, 5, 7, 9}, {1, 16, 12, 12, 12}, {2, 40, 6, 5, 7}, {3, 1, 9, 4, 3}, {2, 2, 40, 40, 24}};
   std::vector<Case> cases;
   for (const auto& shape : shapes)
     for (const bool cl : {false, true})
@@ -166,7 +169,31 @@ TEST(InstanceNormActCuda, FusedMatchesFloat64ReferenceInOutputAndEveryGradient) 
     EXPECT_EQ(got.y.strides(), got.dx.strides()) << describe(c);
     ++checked;
   }
-  EXPECT_EQ(checked, 4 * 2 * 3 * 3 * 2 * 2);
+  EXPECT_EQ(checked, 5 * 2 * 3 * 3 * 2 * 2);
+}
+
+// A plane whose length allows 16-byte loads, in a tensor that starts one element past an aligned
+// address (a view into a larger buffer): the element path both ways (ReLU keeps the input for
+// backward), with the same result as an aligned copy.
+TEST(InstanceNormActCuda, AMisalignedViewGivesTheSameResultAsAnAlignedCopy) {
+  if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
+  KernelModeGuard fused(KernelMode::kFused);
+  const auto half = torch::TensorOptions().dtype(torch::kHalf).device(torch::kCUDA);
+  const auto buffer = torch::randn({1 + 2 * 4 * 16 * 16 * 16}, half);
+  const auto view = buffer.narrow(0, 1, 2 * 4 * 16 * 16 * 16).view({2, 4, 16, 16, 16});
+  ASSERT_TRUE(view.is_contiguous());
+  ASSERT_NE(reinterpret_cast<std::uintptr_t>(view.data_ptr()) % 16, 0u);
+  const auto copy = view.clone();
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(copy.data_ptr()) % 16, 0u);
+  NormActSpec spec;
+  spec.act = Activation::kReLU;
+  const auto a = view.detach().requires_grad_(), b = copy.detach().requires_grad_();
+  const auto ya = instance_norm_act(a, {}, {}, {}, spec), yb = instance_norm_act(b, {}, {}, {}, spec);
+  const auto g = torch::randn_like(copy);
+  (ya * g).sum().backward();
+  (yb * g).sum().backward();
+  EXPECT_LT(relative_error(ya, yb.to(torch::kDouble)), 1e-3);
+  EXPECT_LT(relative_error(a.grad(), b.grad().to(torch::kDouble)), 1e-3);
 }
 
 TEST(InstanceNormActCuda, SameInputGivesTheSameBits) {
@@ -192,7 +219,8 @@ TEST(InstanceNormActCuda, ResidualNormWithoutAffineDoesNotKeepItsInput) {
     const auto a = torch::randn({2, 16, 32, 32, 32}, half).requires_grad_();
     const auto r = torch::randn({2, 16, 32, 32, 32}, half).requires_grad_();
     torch::Tensor w, b;
-    if (affine) w = torch::ones({16}, half.dtype(torch::kFloat)).requires_grad_(), b = torch::zeros_like(w).requires_grad_();
+    if (affine)
+      w = torch::ones({16}, half.dtype(torch::kFloat)).requires_grad_(), b = torch::zeros_like(w).requires_grad_();
     torch::cuda::synchronize();
     const auto before = static_cast<int64_t>(memory::current_allocated_bytes(cuda));
     auto x = a * 2;  // a fresh tensor: only the norm can keep it

@@ -46,53 +46,73 @@ double relative_error(const torch::Tensor& got, const torch::Tensor& want) {
   return (got.to(torch::kDouble) - want).abs().max().item<double>() / (want.abs().max().item<double>() + 1e-12);
 }
 
-void check(const NormCase& c) {
-  const std::string what = describe(c);
+// The float64 reference of a case: its inputs, and the outputs, gradients of sum(y * g) and running
+// statistics ATen makes from them.
+struct Reference {
+  torch::Tensor x, r, g, w, b;
+  torch::Tensor y, dx, dr, dw, db, running_mean, running_var;
+};
+
+constexpr double kEps = 1e-5, kSlope = 0.01;
+
+Reference reference(const NormCase& c) {
   torch::manual_seed(static_cast<std::uint64_t>(c.shape[1] * 100 + c.shape[2]));
   const auto format = c.channels_last ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::Contiguous;
-  const auto x = (torch::randn(c.shape, torch::kDouble) * 2 + 5).contiguous(format);  // mean far from zero
-  const auto r = torch::randn(c.shape, torch::kDouble).contiguous(format);
-  const auto g = torch::randn(c.shape, torch::kDouble).contiguous(format);
-  const auto w = torch::rand({c.shape[1]}, torch::kDouble) + 0.5, b = torch::randn({c.shape[1]}, torch::kDouble);
-  const double eps = 1e-5, slope = 0.01;
-
-  // The float64 reference and its gradients of sum(y * g); the running statistics ATen updates.
-  auto xr = x.clone().requires_grad_(), rr = r.clone().requires_grad_();
-  auto wr = w.clone().requires_grad_(), br = b.clone().requires_grad_();
-  auto rm = torch::full({c.shape[1]}, 0.5, torch::kDouble), rv = torch::full({c.shape[1]}, 2.0, torch::kDouble);
+  Reference ref;
+  ref.x = (torch::randn(c.shape, torch::kDouble) * 2 + 5).contiguous(format);  // mean far from zero
+  ref.r = torch::randn(c.shape, torch::kDouble).contiguous(format);
+  ref.g = torch::randn(c.shape, torch::kDouble).contiguous(format);
+  ref.w = torch::rand({c.shape[1]}, torch::kDouble) + 0.5;
+  ref.b = torch::randn({c.shape[1]}, torch::kDouble);
+  auto xr = ref.x.clone().requires_grad_(), rr = ref.r.clone().requires_grad_();
+  auto wr = ref.w.clone().requires_grad_(), br = ref.b.clone().requires_grad_();
+  ref.running_mean = torch::full({c.shape[1]}, 0.5, torch::kDouble);
+  ref.running_var = torch::full({c.shape[1]}, 2.0, torch::kDouble);
   const torch::Tensor wa = c.affine ? wr : torch::Tensor(), ba = c.affine ? br : torch::Tensor();
-  auto z = c.batch ? torch::batch_norm(xr, wa, ba, rm, rv, true, 0.3, eps, false)
-                   : torch::instance_norm(xr, wa, ba, {}, {}, true, 0.1, eps, false);
+  auto z = c.batch ? torch::batch_norm(xr, wa, ba, ref.running_mean, ref.running_var, true, 0.3, kEps, false)
+                   : torch::instance_norm(xr, wa, ba, {}, {}, true, 0.1, kEps, false);
   if (c.residual) z = z + rr;
-  const auto yr = c.act == Act::kReLU ? torch::relu(z) : c.act == Act::kLeakyReLU ? torch::leaky_relu(z, slope) : z;
-  (yr * g).sum().backward();
+  const auto yr = c.act == Act::kReLU ? torch::relu(z) : c.act == Act::kLeakyReLU ? torch::leaky_relu(z, kSlope) : z;
+  (yr * ref.g).sum().backward();
+  ref.y = yr.detach();
+  ref.dx = xr.grad();
+  ref.dr = rr.grad();
+  ref.dw = wr.grad();
+  ref.db = br.grad();
+  return ref;
+}
 
-  // The kernels on float data, as the launchers run them.
+// The kernels on float data as the launchers run them, V elements a thread's row unit (V > 1:
+// 16-byte loads along NCDHW planes on a GPU; here the same indexing), against the reference.
+template <int V>
+void check_kernels(const NormCase& c, const Reference& ref) {
+  const std::string what = describe(c) + " V " + std::to_string(V);
   const NormShape s =
-      norm_shape(c.shape[0], c.shape[1], x.numel() / (c.shape[0] * c.shape[1]), c.channels_last, c.batch);
+      norm_shape(c.shape[0], c.shape[1], ref.x.numel() / (c.shape[0] * c.shape[1]), c.channels_last, c.batch);
+  ASSERT_TRUE(V == 1 || (!c.channels_last && s.s % V == 0)) << what;
   const Tiling t = tiling(s, kSms);
-  const auto xf = x.to(torch::kFloat), rf = c.residual ? r.to(torch::kFloat) : torch::Tensor();
-  const auto gf = g.to(torch::kFloat);
-  const auto wf = c.affine ? w.to(torch::kFloat) : torch::Tensor(),
-             bf = c.affine ? b.to(torch::kFloat) : torch::Tensor();
+  const auto xf = ref.x.to(torch::kFloat), rf = c.residual ? ref.r.to(torch::kFloat) : torch::Tensor();
+  const auto gf = ref.g.to(torch::kFloat);
+  const auto wf = c.affine ? ref.w.to(torch::kFloat) : torch::Tensor(),
+             bf = c.affine ? ref.b.to(torch::kFloat) : torch::Tensor();
   const std::int64_t planes = s.n * s.c;
   auto ws = torch::full({planes * t.chunks * 2}, std::nanf(""));
   auto mean = torch::full({planes}, std::nanf("")), rstd = torch::full({planes}, std::nanf(""));
   auto y = torch::full_like(xf, std::nanf(""));
   ActSpec act;
   act.act = c.act;
-  act.slope = static_cast<float>(slope);
+  act.slope = static_cast<float>(kSlope);
   const EmulatedDim3 grid{static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks), 1};
   const EmulatedDim3 per_plane{static_cast<unsigned>((planes + 255) / 256), 1, 1};
-  emulate_launch(grid, kThreads, [&] { forward_stats<float>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(ws)); });
+  emulate_launch(grid, kThreads, [&] { forward_stats<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(ws)); });
   emulate_launch(per_plane, 256, [&] {
-    forward_finalize<float>(s, t.chunks, ptr(xf), ptr(ws), static_cast<float>(eps), ptr(mean), ptr(rstd));
+    forward_finalize<float>(s, t.chunks, ptr(xf), ptr(ws), static_cast<float>(kEps), ptr(mean), ptr(rstd));
   });
   emulate_launch(grid, kThreads, [&] {
-    forward_apply<float>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(wf), ptr(bf), ptr(rf), act, ptr(mean), ptr(rstd),
-                         ptr(y));
+    forward_apply<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(wf), ptr(bf), ptr(rf), act, ptr(mean),
+                            ptr(rstd), ptr(y));
   });
-  EXPECT_LT(relative_error(y, yr.detach()), 2e-5) << "y, " << what;
+  EXPECT_LT(relative_error(y, ref.y), 2e-5) << "y, " << what;
 
   // Backward: the input kept where the fused autograd node keeps it (affine or ReLU), else the
   // normalised input recovered from y less the residual.
@@ -101,45 +121,62 @@ void check(const NormCase& c) {
   auto sum_dz = torch::full({planes}, std::nanf("")), sum_dz_xhat = torch::full({planes}, std::nanf(""));
   const float* xk = keep_x ? ptr(xf) : nullptr;
   emulate_launch(grid, kThreads, [&] {
-    backward_reduce<float>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), act,
-                           ptr(ws));
+    backward_reduce<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), act,
+                              ptr(ws));
   });
   emulate_launch(per_plane, 256, [&] { backward_finalize(planes, t.chunks, ptr(ws), ptr(sum_dz), ptr(sum_dz_xhat)); });
   emulate_launch(grid, kThreads, [&] {
-    backward_apply<float>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), ptr(wf),
-                          act, ptr(sum_dz), ptr(sum_dz_xhat), ptr(dx), c.residual ? ptr(dz) : nullptr);
+    backward_apply<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), ptr(wf),
+                             act, ptr(sum_dz), ptr(sum_dz_xhat), ptr(dx), c.residual ? ptr(dz) : nullptr);
   });
-  EXPECT_LT(relative_error(dx, xr.grad()), 1e-4) << "dx, " << what;
+  EXPECT_LT(relative_error(dx, ref.dx), 1e-4) << "dx, " << what;
   if (c.residual) {
-    EXPECT_LT(relative_error(dz, rr.grad()), 1e-4) << "dresidual, " << what;
+    EXPECT_LT(relative_error(dz, ref.dr), 1e-4) << "dresidual, " << what;
   }
   if (c.affine) {
     // dweight, dbias: the per-instance sums over the instances of a channel, as the autograd node adds them.
-    EXPECT_LT(relative_error(sum_dz_xhat.view({s.n, s.c}).sum(0), wr.grad()), 1e-4) << "dweight, " << what;
-    EXPECT_LT(relative_error(sum_dz.view({s.n, s.c}).sum(0), br.grad()), 1e-4) << "dbias, " << what;
+    EXPECT_LT(relative_error(sum_dz_xhat.view({s.n, s.c}).sum(0), ref.dw), 1e-4) << "dweight, " << what;
+    EXPECT_LT(relative_error(sum_dz.view({s.n, s.c}).sum(0), ref.db), 1e-4) << "dbias, " << what;
   }
   if (c.batch) {
     RunningStats running;
     running.mean = torch::full({c.shape[1]}, 0.5, torch::kDouble);
     running.var = torch::full({c.shape[1]}, 2.0, torch::kDouble);
     running.momentum = 0.3;
-    update_running_stats(running, mean, rstd, instance_rows(s), eps);
-    EXPECT_LT(relative_error(running.mean, rm), 1e-5) << "running mean, " << what;
-    EXPECT_LT(relative_error(running.var, rv), 1e-4) << "running var, " << what;
+    update_running_stats(running, mean, rstd, instance_rows(s), kEps);
+    EXPECT_LT(relative_error(running.mean, ref.running_mean), 1e-5) << "running mean, " << what;
+    EXPECT_LT(relative_error(running.var, ref.running_var), 1e-4) << "running var, " << what;
   }
+}
+
+// Every unit width the launcher may pick for the case: one element, and along NCDHW planes whose
+// length allows it 4 and 8 (float's and half's 16 bytes).
+int check(const NormCase& c) {
+  const Reference ref = reference(c);
+  check_kernels<1>(c, ref);
+  int widths = 1;
+  const std::int64_t s = ref.x.numel() / (c.shape[0] * c.shape[1]);
+  if (!c.channels_last && s % 4 == 0) check_kernels<4>(c, ref), ++widths;
+  if (!c.channels_last && s % 8 == 0) check_kernels<8>(c, ref), ++widths;
+  return widths;
 }
 
 TEST(NormKernelsEmulated, BatchNormAsOneInstanceAndInstanceNormMatchFloat64) {
   // Batch norm: channels-last, one channel tile, rows over three chunks; channels-last, two tiles
   // of 32 channels; NCDHW with one sample (no affine: the input recovered from the output); NCDHW
   // with one channel; NCDHW with three samples of two channels, each sample's plane in two chunks.
-  // Then instance norm, two samples, for the same kernels' per-sample instances.
-  check({{2, 3, 8, 8, 8}, true, true, Act::kReLU, true, true});
-  check({{3, 40, 4, 5, 3}, true, true, Act::kNone, true, false});
-  check({{1, 4, 6, 7, 5}, false, true, Act::kLeakyReLU, false, true});
-  check({{3, 1, 5, 4, 6}, false, true, Act::kReLU, true, false});
-  check({{3, 2, 16, 16, 10}, false, true, Act::kLeakyReLU, true, true});
-  check({{2, 3, 6, 6, 6}, false, false, Act::kLeakyReLU, true, true});
+  // Then instance norm: two samples of 216 voxels, and a plane of 2600 voxels over two chunks of
+  // 1300 rows, which units of 4 or 8 split at row 1300 or 1296.
+  int runs = 0;
+  runs += check({{2, 3, 8, 8, 8}, true, true, Act::kReLU, true, true});
+  runs += check({{3, 40, 4, 5, 3}, true, true, Act::kNone, true, false});
+  runs += check({{1, 4, 6, 7, 5}, false, true, Act::kLeakyReLU, false, true});
+  runs += check({{3, 1, 5, 4, 6}, false, true, Act::kReLU, true, false});
+  runs += check({{3, 2, 16, 16, 10}, false, true, Act::kLeakyReLU, true, true});
+  runs += check({{2, 3, 6, 6, 6}, false, false, Act::kLeakyReLU, true, true});
+  runs += check({{1, 2, 26, 10, 10}, false, false, Act::kNone, false, true});
+  // Units of 4 and 8 ran wherever a plane's length allowed them (all NCDHW cases but 6 x 7 x 5).
+  EXPECT_EQ(runs, 1 + 1 + 1 + 3 + 3 + 3 + 3);
 }
 
 TEST(NormKernelsEmulated, AnNcdhwBatchSplitsEverySamplesPlaneAlike) {
