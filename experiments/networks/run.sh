@@ -3,7 +3,8 @@
 # `peer_seg.py --fast` (torch.compile reduce-overhead + fused AdamW + channels-last) in the same
 # call, and voxfit's exact largest batch under the card budgets. Real CT (tests/volumes), fp16.
 #   NETS    "voxfit_model:peer_model:patch[:voxfit+args] ..." (default "resenc_unet:resenc:128"); the
-#           fourth field, '+' for spaces, goes to voxfit's speed run only (the peer's settings)
+#           fourth field, '+' for spaces, goes to voxfit's speed run only (the peer's settings); a patch
+#           is cubic (128) or DxHxW (112x256x256, voxfit only: the peer builds cubic patches)
 #   PHASES  default "build checks speed peers maxbatch"
 #   BUDGETS the maxbatch phase's budgets (default rtx3090,a40)
 #   CHECKS  the GPU tests of the checks phase, "binary:gtest_filter ..." (default the ResEnc tests)
@@ -64,7 +65,7 @@ for net in "${nets[@]}"; do
     run=$work/speed_$m
     rm -rf "$run"
     # shellcheck disable=SC2086  # the extra arguments split on purpose
-    "$vf" train --dataset "$cache" --model "$m" --patch "$patch" --batch 2 --precision fp16 --optimizer adamw --lr 1e-4 \
+    "$vf" train --dataset "$cache" --model "$m" --patch "${patch//x/,}" --batch 2 --precision fp16 --optimizer adamw --lr 1e-4 \
       --deep-supervision false --steps 60 --log-every 10 --loader-threads 12 --output "$run" ${extra//+/ } \
       >"$logs/voxfit_${m}${extra//[^a-z0-9]/_}_speed.log" 2>&1 || tail -3 "$logs/voxfit_${m}${extra//[^a-z0-9]/_}_speed.log"
     echo "voxfit $m $patch^3 batch 2 ${extra//+/ }: $(grep '^trained ' "$logs/voxfit_${m}${extra//[^a-z0-9]/_}_speed.log")" >>"$summary"
@@ -92,7 +93,7 @@ if has memory; then  # the prediction beside a measured step, per network and ba
     IFS=: read -r m patch b extra <<<"$c"
     stamp "memory $m $patch batch $b ${extra:-}"
     # shellcheck disable=SC2086
-    "$vf" models --model "$m" --patch "$patch" --batch "$b" --memory --precision fp16 --measure --device cuda ${extra//+/ } \
+    "$vf" models --model "$m" --patch "${patch//x/,}" --batch "$b" --memory --precision fp16 --measure --device cuda ${extra//+/ } \
       >"$logs/memory_${m}_b$b.log" 2>&1 || tail -3 "$logs/memory_${m}_b$b.log"
     { echo "memory $m $patch^3 batch $b ${extra//+/ }:"; grep -E "^  (activations|workspace|peak) " "$logs/memory_${m}_b$b.log"; } >>"$summary"
   done
@@ -102,7 +103,7 @@ if has profile; then
     IFS=: read -r m patch pm extra <<<"$c"
     stamp "profile $m $patch ${extra:-}"
     # shellcheck disable=SC2086  # the extra arguments split on purpose
-    "$vf" cards profile --model "$m" --train --batch "${PROFILE_BATCH:-2}" --patch "$patch" --precision fp16 ${extra//+/ } \
+    "$vf" cards profile --model "$m" --train --batch "${PROFILE_BATCH:-2}" --patch "${patch//x/,}" --precision fp16 ${extra//+/ } \
       --output "$logs/profile_$m.json" >"$logs/profile_$m.log" 2>&1 || tail -3 "$logs/profile_$m.log"
     { echo "profile $m $patch^3 batch ${PROFILE_BATCH:-2}:"; "$vf" cards utilisation --top 14 --profile "$logs/profile_$m.json"; } \
       >>"$summary" 2>&1
@@ -118,7 +119,7 @@ if has curve; then  # the same seed, fused kernels and then ATen's
     for k in fused aten; do
       stamp "curve $m $patch --kernels $k"
       rm -rf "$work/curve_${m}_$k"
-      "$vf" train --dataset "$cache" --model "$m" --patch "$patch" --batch 2 --precision fp16 --seed 1 \
+      "$vf" train --dataset "$cache" --model "$m" --patch "${patch//x/,}" --batch 2 --precision fp16 --seed 1 \
         --kernels "$k" --steps "${STEPS:-500}" --log-every 50 --validate-every 100 --loader-threads 12 \
         --output "$work/curve_${m}_$k" >"$logs/curve_${m}_$k.log" 2>&1 || tail -3 "$logs/curve_${m}_$k.log"
       cp "$work/curve_${m}_$k/log.jsonl" "$logs/curve_${m}_$k.jsonl" 2>/dev/null

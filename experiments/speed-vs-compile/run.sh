@@ -106,7 +106,7 @@ if has table; then
   # One workload at a time, voxfit then its --fast peer, ROUNDS times: t_<row>_r<round>_{voxfit,peer}.log
   export PYTHONPATH=$PWD/.shared-data/peers
   peer=.shared-data/peers
-  for spec in ${TABLE_ROWS:-unetr:1,2,4:96 swin_unetr:1,2,4:96 unet3d:2:96 unet3d:2:128}; do
+  for spec in ${TABLE_ROWS-unetr:1,2,4:96 swin_unetr:1,2,4:96 unet3d:2:96 unet3d:2:128}; do  # TABLE_ROWS="" runs none
     IFS=: read -r m batches pp variant <<<"$spec"
     pm=$m cache=$work/cache
     [ "$m" = unet3d ] && pm=dynunet
