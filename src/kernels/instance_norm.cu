@@ -12,8 +12,9 @@
 // one sample and a tile of up to 32 channels), y = chunks of the spatial rows (batch norm in NCDHW:
 // chunks of each sample's plane of the channel, NormShape::samples). A block's partial
 // sums go to a workspace and a finalize launch adds them in a fixed order (no atomics: the same
-// input gives the same bits). Along NCDHW planes a thread loads 16 bytes at once where the plane's
-// length and every pointer allow (vector_width; performance-notes 43). Statistics use sums shifted by the instance's
+// input gives the same bits). A thread loads 16 bytes at once where the shape and every pointer
+// allow (vector_width; performance-notes 43): consecutive rows of an NCDHW plane, or consecutive
+// channels of a channels-last row. Statistics use sums shifted by the instance's
 // first element, so a large mean relative to the spread costs no precision.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "device_common.cuh"
 #include "instance_norm_kernels.cuh"
@@ -32,27 +34,28 @@ namespace voxfit::kernels::cuda {
 
 namespace {
 
-// 16-byte units along NCDHW planes (Pack in instance_norm_kernels.cuh) where every plane, chunk and
-// pointer starts on one; else one element at a time.
+// 16-byte units (Pack in instance_norm_kernels.cuh) where every pointer starts on one and the
+// tensor is made of them: NCDHW planes of a multiple of 16 bytes, or channels-last rows of a
+// multiple of 16 bytes of channels; else one element at a time.
 template <typename T>
 int vector_width(const NormShape& s, std::initializer_list<const void*> pointers) {
   constexpr int kWidth = 16 / sizeof(T);
-  if (s.channels_last || s.s % kWidth != 0) return 1;
+  if ((s.channels_last ? s.c : s.s) % kWidth != 0) return 1;
   for (const void* q : pointers)
     if (q != nullptr && reinterpret_cast<std::uintptr_t>(q) % 16 != 0) return 1;
   return kWidth;
 }
 
-template <typename T, int V>
-void forward_launch(const NormShape& s, const T* x, const float* w, const float* b, const T* r, ActSpec act, float eps,
-                    T* y, float* mean, float* rstd, float* ws, cudaStream_t stream) {
-  const Tiling t = tiling(s, sm_count());
-  const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
-  forward_stats<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, x, ws);
-  const int64_t planes = s.n * s.c;
-  forward_finalize<T>
-      <<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(s, t.chunks, x, ws, eps, mean, rstd);
-  forward_apply<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, x, w, b, r, act, mean, rstd, y);
+// Calls f with the kernels' unit (std::integral_constant V) and layout of units (kChannels).
+template <typename T, typename F>
+void with_units(const NormShape& s, std::initializer_list<const void*> pointers, F&& f) {
+  constexpr int kWidth = 16 / sizeof(T);
+  if (vector_width<T>(s, pointers) == 1)
+    f(std::integral_constant<int, 1>{}, std::false_type{});
+  else if (s.channels_last)
+    f(std::integral_constant<int, kWidth>{}, std::true_type{});
+  else
+    f(std::integral_constant<int, kWidth>{}, std::false_type{});
 }
 
 template <typename T>
@@ -60,24 +63,18 @@ void forward_typed(const NormShape& s, const void* x, const float* w, const floa
                    float eps, void* y, float* mean, float* rstd, float* ws, cudaStream_t stream) {
   const T *xt = static_cast<const T*>(x), *rt = static_cast<const T*>(r);
   T* yt = static_cast<T*>(y);
-  if (vector_width<T>(s, {x, r, y}) > 1)
-    forward_launch<T, 16 / sizeof(T)>(s, xt, w, b, rt, act, eps, yt, mean, rstd, ws, stream);
-  else
-    forward_launch<T, 1>(s, xt, w, b, rt, act, eps, yt, mean, rstd, ws, stream);
-}
-
-template <typename T, int V>
-void backward_launch(const NormShape& s, const T* dy, const T* y, const T* x, const T* r, const float* mean,
-                     const float* rstd, const float* w, ActSpec act, T* dx, T* dz, float* sum_dz, float* sum_dz_xhat,
-                     float* ws, cudaStream_t stream) {
-  const Tiling t = tiling(s, sm_count());
-  const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
-  backward_reduce<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dy, y, x, r, mean, rstd, act, ws);
-  const int64_t planes = s.n * s.c;
-  backward_finalize<<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(planes, t.chunks, ws, sum_dz,
-                                                                                     sum_dz_xhat);
-  backward_apply<T, V><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dy, y, x, r, mean, rstd, w, act,
-                                                      sum_dz, sum_dz_xhat, dx, dz);
+  with_units<T>(s, {x, r, y}, [&](auto v, auto channels) {
+    constexpr int V = decltype(v)::value;
+    constexpr bool kChannels = decltype(channels)::value;
+    const Tiling t = tiling(s, sm_count(), kChannels ? V : 1);
+    const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
+    forward_stats<T, V, kChannels><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, xt, ws);
+    const int64_t planes = s.n * s.c;
+    forward_finalize<T>
+        <<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(s, t.chunks, xt, ws, eps, mean, rstd);
+    forward_apply<T, V, kChannels>
+        <<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, xt, w, b, rt, act, mean, rstd, yt);
+  });
 }
 
 template <typename T>
@@ -87,18 +84,28 @@ void backward_typed(const NormShape& s, const void* dy, const void* y, const voi
   const T *dyt = static_cast<const T*>(dy), *yt = static_cast<const T*>(y), *xt = static_cast<const T*>(x),
           *rt = static_cast<const T*>(r);
   T *dxt = static_cast<T*>(dx), *dzt = static_cast<T*>(dz);
-  if (vector_width<T>(s, {dy, y, x, r, dx, dz}) > 1)
-    backward_launch<T, 16 / sizeof(T)>(s, dyt, yt, xt, rt, mean, rstd, w, act, dxt, dzt, sum_dz, sum_dz_xhat, ws,
-                                       stream);
-  else
-    backward_launch<T, 1>(s, dyt, yt, xt, rt, mean, rstd, w, act, dxt, dzt, sum_dz, sum_dz_xhat, ws, stream);
+  with_units<T>(s, {dy, y, x, r, dx, dz}, [&](auto v, auto channels) {
+    constexpr int V = decltype(v)::value;
+    constexpr bool kChannels = decltype(channels)::value;
+    const Tiling t = tiling(s, sm_count(), kChannels ? V : 1);
+    const dim3 grid(static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks));
+    backward_reduce<T, V, kChannels>
+        <<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, rt, mean, rstd, act, ws);
+    const int64_t planes = s.n * s.c;
+    backward_finalize<<<static_cast<unsigned>((planes + 255) / 256), 256, 0, stream>>>(planes, t.chunks, ws, sum_dz,
+                                                                                       sum_dz_xhat);
+    backward_apply<T, V, kChannels><<<grid, kThreads, 0, stream>>>(s, t.tc, t.rows, t.chunk_rows, dyt, yt, xt, rt, mean,
+                                                                   rstd, w, act, sum_dz, sum_dz_xhat, dxt, dzt);
+  });
 }
 
 }  // namespace
 
 int64_t workspace_floats(const NormShape& shape) {
-  const Tiling t = tiling(shape, sm_count());
-  return shape.n * shape.c * t.chunks * 2;
+  // Enough for either tiling the launch may pick (channels-last units of 4 or 8 channels, or one).
+  int chunks = 0;
+  for (const int width : {1, 4, 8}) chunks = std::max(chunks, tiling(shape, sm_count(), width).chunks);
+  return shape.n * shape.c * chunks * 2;
 }
 
 void instance_norm_act_forward(DType dtype, const NormShape& shape, const void* x, const float* weight,

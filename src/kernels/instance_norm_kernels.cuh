@@ -22,22 +22,40 @@ constexpr int kThreads = 256;
 // an SM on an H100 by Little's law); unrolled, the loads of kUnroll rows go out together.
 constexpr int kUnroll = 4;
 
+// Units: a thread may load V elements at once (16 bytes: 8 half / bfloat16 or 4 floats) where the
+// launcher finds the tensor's shape and every pointer aligned for it (instance_norm.cu,
+// vector_width). In NCDHW a unit is V consecutive rows of one plane: a block's rows [r0, r1) are
+// the units [r0 / V, r1 / V), rounded down at both ends, so the chunks' units still cover a plane
+// of whole units once. In channels-last (kChannels) a unit is V consecutive channels of one row: a
+// thread then keeps V channels' statistics. V = 1 is one element a row, in either layout.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// Units a thread loads before using them: with V elements a unit, fewer suffice for the bytes in
+// flight, and the registers stay bounded (backward holds three tensors' units).
+template <int V>
+constexpr int kUnrollFor = V > 1 ? 2 : kUnroll;
+
 // Threads per block along the channels (channels-last) and along the rows.
 struct Tiling {
-  int tc = 1;         // channels a block covers (1 for NCDHW)
+  int tc = 1;         // threads along the channels (1 for NCDHW), each with `width` channels
   int rows = 1;       // rows a block steps over at once
   int64_t tiles = 0;  // blocks along x: instances (NCDHW) or N * channel tiles (channels-last)
   int chunks = 1;     // blocks along y: pieces of the spatial rows, chunks / samples to a sample's plane
   int64_t chunk_rows = 0;
 };
 
-// `sms`: the device's multiprocessors (sm_count() on a GPU).
-Tiling tiling(const NormShape& s, int sms) {
+// `sms`: the device's multiprocessors (sm_count() on a GPU); `width`: channels a thread of a
+// channels-last block covers (its unit; 1 for NCDHW whatever its units).
+Tiling tiling(const NormShape& s, int sms, int width = 1) {
   Tiling t;
   if (s.channels_last) {
-    t.tc = static_cast<int>(std::min<int64_t>(s.c, 32));
+    t.tc = static_cast<int>(std::min<int64_t>((s.c + width - 1) / width, 32));
     t.rows = kThreads / t.tc;
-    t.tiles = s.n * ((s.c + t.tc - 1) / t.tc);
+    const int64_t tile_c = int64_t{t.tc} * width;
+    t.tiles = s.n * ((s.c + tile_c - 1) / tile_c);
   } else {
     t.tc = 1;
     t.rows = kThreads;
@@ -69,15 +87,16 @@ __device__ Span span(const NormShape& s, int64_t chunk_rows) {
   return b;
 }
 
-// Where a thread of a block works: the instance (plane = n * C + c), the first element's offset
-// and the distance between consecutive rows.
+// Where a thread of a block works: the instance (plane = n * C + c) of its first channel, the first
+// element's offset and the distance between consecutive rows. A channels-last thread covers the
+// `width` channels c, c + 1, ... (planes plane, plane + 1, ...).
 struct Place {
   bool active = false;
   int64_t plane = 0, base = 0, stride = 1, c = 0;
   int ty = 0;
 };
 
-__device__ Place place(const NormShape& s, int tc, int rows) {
+__device__ Place place(const NormShape& s, int tc, int rows, int width = 1) {
   Place p;
   const int tid = threadIdx.x;
   if (!s.channels_last) {
@@ -89,15 +108,32 @@ __device__ Place place(const NormShape& s, int tc, int rows) {
     p.ty = tid;
     return p;
   }
-  const int64_t tiles_c = (s.c + tc - 1) / tc;
+  const int64_t tile_c = int64_t{tc} * width, tiles_c = (s.c + tile_c - 1) / tile_c;
   const int64_t n = blockIdx.x / tiles_c;
-  p.c = (blockIdx.x % tiles_c) * tc + tid % tc;
+  p.c = (blockIdx.x % tiles_c) * tile_c + int64_t{tid % tc} * width;
   p.ty = tid / tc;
   p.active = p.ty < rows && p.c < s.c;
   p.plane = n * s.c + p.c;
   p.base = n * s.s * s.c + p.c;
   p.stride = s.c;
   return p;
+}
+
+// A thread's units within its block's rows: unit i starts at base + i * step; [u0, u1).
+struct Units {
+  int64_t base = 0, step = 1, u0 = 0, u1 = 0;
+};
+
+template <int V, bool kChannels>
+__device__ Units units(const NormShape& s, const Place& p, int64_t chunk_rows) {
+  constexpr bool kAlongRows = V > 1 && !kChannels;
+  const Span sp = span(s, chunk_rows);
+  Units u;
+  u.base = p.base + sp.offset;
+  u.step = kAlongRows ? V : p.stride;
+  u.u0 = kAlongRows ? sp.r0 / V : sp.r0;
+  u.u1 = kAlongRows ? sp.r1 / V : sp.r1;
+  return u;
 }
 
 __device__ __forceinline__ float activate(float z, const ActSpec& a) {
@@ -118,8 +154,9 @@ __device__ __forceinline__ float deactivate(float y, const ActSpec& a) {
 }
 
 // Adds v0/v1 over the rows of the block (threads with the same channel lane) and writes the
-// block's two sums of each instance to partial[(plane * chunks + chunk) * 2 + {0, 1}].
-__device__ void block_partials(const Place& p, float v0, float v1, int tc, int rows, float* partial) {
+// block's two sums of instance `plane` to partial[(plane * chunks + chunk) * 2 + {0, 1}].
+__device__ void block_partials(bool active, int ty, int64_t plane, float v0, float v1, int tc, int rows,
+                               float* partial) {
   __shared__ float sh0[kThreads], sh1[kThreads];
   const int tid = threadIdx.x;
   sh0[tid] = v0;
@@ -128,95 +165,95 @@ __device__ void block_partials(const Place& p, float v0, float v1, int tc, int r
   int span = 1;
   while (span < rows) span <<= 1;
   for (int off = span >> 1; off > 0; off >>= 1) {
-    const int ty = tid / tc, lane = tid % tc;
-    if (ty < off && ty + off < rows && ty < rows) {
-      sh0[ty * tc + lane] += sh0[(ty + off) * tc + lane];
-      sh1[ty * tc + lane] += sh1[(ty + off) * tc + lane];
+    const int t = tid / tc, lane = tid % tc;
+    if (t < off && t + off < rows && t < rows) {
+      sh0[t * tc + lane] += sh0[(t + off) * tc + lane];
+      sh1[t * tc + lane] += sh1[(t + off) * tc + lane];
     }
     __syncthreads();
   }
-  if (p.active && p.ty == 0) {
-    float* out = partial + (p.plane * gridDim.y + blockIdx.y) * 2;
+  if (active && ty == 0) {
+    float* out = partial + (plane * gridDim.y + blockIdx.y) * 2;
     out[0] = sh0[tid];
     out[1] = sh1[tid];
   }
+  __syncthreads();  // the next call's stores wait for these reads
 }
 
-// Units of rows: along an NCDHW plane a thread may load V consecutive elements at once (16 bytes:
-// 8 half / bfloat16 or 4 floats) where the launcher finds the plane's length and every pointer
-// aligned for it (instance_norm.cu, vector_width); then a thread's "row" is a unit of V elements,
-// and a block's rows [r0, r1) are the units [r0 / V, r1 / V): rounded down at both ends, the
-// chunks' units still cover a plane of whole units once. V = 1 is one element a row, at any stride
-// (channels-last).
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
+// The statistics slots of a thread: one (NCDHW: every element of its units is one plane's), or
+// its V channels' (kChannels).
+template <int V, bool kChannels>
+constexpr int kSlots = kChannels ? V : 1;
 
-// Units a thread loads before using them: with V elements a unit, fewer suffice for the bytes in
-// flight, and the registers stay bounded (backward holds three tensors' units).
-template <int V>
-constexpr int kUnrollFor = V > 1 ? 2 : kUnroll;
+// Each slot's sums over the block, to its plane's partial row.
+template <int A>
+__device__ void slot_partials(const Place& p, const float (&v0)[A], const float (&v1)[A], int tc, int rows,
+                              float* partial) {
+#pragma unroll
+  for (int a = 0; a < A; ++a) block_partials(p.active, p.ty, p.plane + a, v0[a], v1[a], tc, rows, partial);
+}
 
 template <int V, typename T>
-__device__ __forceinline__ void load_unit(const T* __restrict__ p, int64_t base, int64_t unit, int64_t stride,
-                                          float (&out)[V]) {
+__device__ __forceinline__ void load_unit(const T* __restrict__ p, int64_t at, float (&out)[V]) {
   if constexpr (V == 1) {
-    out[0] = load(p, base + unit * stride);
+    out[0] = load(p, at);
   } else {
-    const Pack<T, V> pack = *reinterpret_cast<const Pack<T, V>*>(p + base + unit * V);
+    const Pack<T, V> pack = *reinterpret_cast<const Pack<T, V>*>(p + at);
 #pragma unroll
     for (int k = 0; k < V; ++k) out[k] = static_cast<float>(pack.v[k]);
   }
 }
 
 template <int V, typename T>
-__device__ __forceinline__ void store_unit(T* __restrict__ p, int64_t base, int64_t unit, int64_t stride,
-                                           const float (&in)[V]) {
+__device__ __forceinline__ void store_unit(T* __restrict__ p, int64_t at, const float (&in)[V]) {
   if constexpr (V == 1) {
-    store(p, base + unit * stride, in[0]);
+    store(p, at, in[0]);
   } else {
     Pack<T, V> pack;
 #pragma unroll
     for (int k = 0; k < V; ++k) pack.v[k] = static_cast<T>(in[k]);
-    *reinterpret_cast<Pack<T, V>*>(p + base + unit * V) = pack;
+    *reinterpret_cast<Pack<T, V>*>(p + at) = pack;
   }
 }
 
-template <typename T, int V>
+template <typename T, int V, bool kChannels>
 __global__ void forward_stats(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ x,
                               float* __restrict__ partial) {
-  constexpr int U = kUnrollFor<V>;
-  const Place p = place(s, tc, rows);
-  float s1 = 0.f, s2 = 0.f;
+  constexpr int U = kUnrollFor<V>, A = kSlots<V, kChannels>;
+  const Place p = place(s, tc, rows, kChannels ? V : 1);
+  float s1[A], s2[A];
+#pragma unroll
+  for (int a = 0; a < A; ++a) s1[a] = s2[a] = 0.f;
   if (p.active) {
-    const float shift = load(x, p.base);  // the instance's first element: every sample's blocks shift by it
-    const Span sp = span(s, chunk_rows);
-    const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
-    for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+    // Each instance's first element: every block of an instance (every sample's) shifts by it.
+    float shift[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) shift[k] = load(x, p.base + (kChannels ? k : 0));
+    const Units w = units<V, kChannels>(s, p, chunk_rows);
+    for (int64_t r = w.u0 + p.ty; r < w.u1; r += int64_t{rows} * U) {
       float v[U][V];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t unit = r + int64_t{u} * rows;
-        if (unit < u1) {
-          load_unit<V>(x, base, unit, p.stride, v[u]);
+        if (unit < w.u1) {
+          load_unit<V>(x, w.base + unit * w.step, v[u]);
         } else {
 #pragma unroll
-          for (int k = 0; k < V; ++k) v[u][k] = shift;  // past the end: adds nothing
+          for (int k = 0; k < V; ++k) v[u][k] = shift[k];  // past the end: adds nothing
         }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const float d = v[u][k] - shift;
-          s1 += d;
-          s2 += d * d;
+          const float d = v[u][k] - shift[k];
+          s1[kChannels ? k : 0] += d;
+          s2[kChannels ? k : 0] += d * d;
         }
       }
     }
   }
-  block_partials(p, s1, s2, tc, rows, partial);
+  slot_partials<A>(p, s1, s2, tc, rows, partial);
 }
 
 template <typename T>
@@ -238,38 +275,45 @@ __global__ void forward_finalize(NormShape s, int chunks, const T* x, const floa
   rstd[plane] = static_cast<float>(1.0 / sqrt(var + eps));
 }
 
-template <typename T, int V>
+template <typename T, int V, bool kChannels>
 __global__ void forward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ x,
                               const float* __restrict__ weight, const float* __restrict__ bias,
                               const T* __restrict__ residual, ActSpec act, const float* __restrict__ mean,
                               const float* __restrict__ rstd, T* __restrict__ y) {
-  constexpr int U = kUnrollFor<V>;
-  const Place p = place(s, tc, rows);
+  constexpr int U = kUnrollFor<V>, A = kSlots<V, kChannels>;
+  const Place p = place(s, tc, rows, kChannels ? V : 1);
   if (!p.active) return;
-  const float w = weight ? weight[p.c] : 1.f, b = bias ? bias[p.c] : 0.f;
-  const float scale = rstd[p.plane] * w, shift = b - mean[p.plane] * scale;
-  const Span sp = span(s, chunk_rows);
-  const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
-  for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+  float scale[A], shift[A];
+#pragma unroll
+  for (int a = 0; a < A; ++a) {
+    const float w = weight ? weight[p.c + a] : 1.f, b = bias ? bias[p.c + a] : 0.f;
+    scale[a] = rstd[p.plane + a] * w;
+    shift[a] = b - mean[p.plane + a] * scale[a];
+  }
+  const Units w = units<V, kChannels>(s, p, chunk_rows);
+  for (int64_t r = w.u0 + p.ty; r < w.u1; r += int64_t{rows} * U) {
     float xv[U][V], rv[U][V];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t unit = r + int64_t{u} * rows;
 #pragma unroll
       for (int k = 0; k < V; ++k) xv[u][k] = rv[u][k] = 0.f;
-      if (unit < u1) {
-        load_unit<V>(x, base, unit, p.stride, xv[u]);
-        if (residual) load_unit<V>(residual, base, unit, p.stride, rv[u]);
+      if (unit < w.u1) {
+        load_unit<V>(x, w.base + unit * w.step, xv[u]);
+        if (residual) load_unit<V>(residual, w.base + unit * w.step, rv[u]);
       }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t unit = r + int64_t{u} * rows;
-      if (unit >= u1) continue;
+      if (unit >= w.u1) continue;
       float out[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) out[k] = activate(xv[u][k] * scale + shift + rv[u][k], act);
-      store_unit<V>(y, base, unit, p.stride, out);
+      for (int k = 0; k < V; ++k) {
+        const int a = kChannels ? k : 0;
+        out[k] = activate(xv[u][k] * scale[a] + shift[a] + rv[u][k], act);
+      }
+      store_unit<V>(y, w.base + unit * w.step, out);
     }
   }
 }
@@ -281,8 +325,8 @@ struct Loaded {
 
 // The U units r, r + rows, ... of a thread (zeros past u1: they add nothing).
 template <int V, int U, typename T>
-__device__ __forceinline__ void load_units(int64_t base, int64_t stride, int64_t r, int64_t u1, int rows,
-                                           const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
+__device__ __forceinline__ void load_units(const Units& w, int64_t r, int rows, const T* __restrict__ dy,
+                                           const T* __restrict__ y, const T* __restrict__ x,
                                            const T* __restrict__ residual, Loaded (&v)[U][V]) {
   const T* third = x ? x : residual;
 #pragma unroll
@@ -291,10 +335,10 @@ __device__ __forceinline__ void load_units(int64_t base, int64_t stride, int64_t
     float a[V], b[V], c[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) a[k] = b[k] = c[k] = 0.f;
-    if (unit < u1) {
-      load_unit<V>(dy, base, unit, stride, a);
-      load_unit<V>(y, base, unit, stride, b);
-      if (third) load_unit<V>(third, base, unit, stride, c);
+    if (unit < w.u1) {
+      load_unit<V>(dy, w.base + unit * w.step, a);
+      load_unit<V>(y, w.base + unit * w.step, b);
+      if (third) load_unit<V>(third, w.base + unit * w.step, c);
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) v[u][k] = Loaded{a[k], b[k], c[k]};
@@ -308,34 +352,38 @@ __device__ __forceinline__ void backward_terms(const Loaded& v, bool has_x, floa
   xhat = has_x ? (v.x - mean) * rstd : deactivate(v.y, act) - v.x;
 }
 
-template <typename T, int V>
+template <typename T, int V, bool kChannels>
 __global__ void backward_reduce(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ dy,
                                 const T* __restrict__ y, const T* __restrict__ x, const T* __restrict__ residual,
                                 const float* __restrict__ mean, const float* __restrict__ rstd, ActSpec act,
                                 float* __restrict__ partial) {
-  constexpr int U = kUnrollFor<V>;
-  const Place p = place(s, tc, rows);
-  float a = 0.f, b = 0.f;
+  constexpr int U = kUnrollFor<V>, A = kSlots<V, kChannels>;
+  const Place p = place(s, tc, rows, kChannels ? V : 1);
+  float sa[A], sb[A];
+#pragma unroll
+  for (int a = 0; a < A; ++a) sa[a] = sb[a] = 0.f;
   if (p.active) {
-    const float m = x ? mean[p.plane] : 0.f, rs = rstd[p.plane];
-    const Span sp = span(s, chunk_rows);
-    const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
-    for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+    float m[A], rs[A];
+#pragma unroll
+    for (int a = 0; a < A; ++a) m[a] = x ? mean[p.plane + a] : 0.f, rs[a] = rstd[p.plane + a];
+    const Units w = units<V, kChannels>(s, p, chunk_rows);
+    for (int64_t r = w.u0 + p.ty; r < w.u1; r += int64_t{rows} * U) {
       Loaded v[U][V];
-      load_units<V, U>(base, p.stride, r, u1, rows, dy, y, x, residual, v);
+      load_units<V, U>(w, r, rows, dy, y, x, residual, v);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
 #pragma unroll
         for (int k = 0; k < V; ++k) {
+          const int a = kChannels ? k : 0;
           float dz, xhat;
-          backward_terms(v[u][k], x != nullptr, m, rs, act, dz, xhat);  // past the end dz = 0: adds nothing
-          a += dz;
-          b += dz * xhat;
+          backward_terms(v[u][k], x != nullptr, m[a], rs[a], act, dz, xhat);  // past the end dz = 0: adds nothing
+          sa[a] += dz;
+          sb[a] += dz * xhat;
         }
       }
     }
   }
-  block_partials(p, a, b, tc, rows, partial);
+  slot_partials<A>(p, sa, sb, tc, rows, partial);
 }
 
 __global__ void backward_finalize(int64_t planes, int chunks, const float* partial, float* sum_dz, float* sum_dz_xhat) {
@@ -350,37 +398,43 @@ __global__ void backward_finalize(int64_t planes, int chunks, const float* parti
   sum_dz_xhat[plane] = static_cast<float>(b);
 }
 
-template <typename T, int V>
+template <typename T, int V, bool kChannels>
 __global__ void backward_apply(NormShape s, int tc, int rows, int64_t chunk_rows, const T* __restrict__ dy,
                                const T* __restrict__ y, const T* __restrict__ x, const T* __restrict__ residual,
                                const float* __restrict__ mean, const float* __restrict__ rstd,
                                const float* __restrict__ weight, ActSpec act, const float* __restrict__ sum_dz,
                                const float* __restrict__ sum_dz_xhat, T* __restrict__ dx, T* __restrict__ dz_out) {
-  constexpr int U = kUnrollFor<V>;
-  const Place p = place(s, tc, rows);
+  constexpr int U = kUnrollFor<V>, A = kSlots<V, kChannels>;
+  const Place p = place(s, tc, rows, kChannels ? V : 1);
   if (!p.active) return;
-  const float m = x ? mean[p.plane] : 0.f, rs = rstd[p.plane];
-  const float scale = rs * (weight ? weight[p.c] : 1.f);
   const float count = static_cast<float>(instance_rows(s));
-  const float mean_dz = sum_dz[p.plane] / count, mean_dz_xhat = sum_dz_xhat[p.plane] / count;
-  const Span sp = span(s, chunk_rows);
-  const int64_t base = p.base + sp.offset, u1 = sp.r1 / V;
-  for (int64_t r = sp.r0 / V + p.ty; r < u1; r += int64_t{rows} * U) {
+  float m[A], rs[A], scale[A], mean_dz[A], mean_dz_xhat[A];
+#pragma unroll
+  for (int a = 0; a < A; ++a) {
+    m[a] = x ? mean[p.plane + a] : 0.f;
+    rs[a] = rstd[p.plane + a];
+    scale[a] = rs[a] * (weight ? weight[p.c + a] : 1.f);
+    mean_dz[a] = sum_dz[p.plane + a] / count;
+    mean_dz_xhat[a] = sum_dz_xhat[p.plane + a] / count;
+  }
+  const Units w = units<V, kChannels>(s, p, chunk_rows);
+  for (int64_t r = w.u0 + p.ty; r < w.u1; r += int64_t{rows} * U) {
     Loaded v[U][V];
-    load_units<V, U>(base, p.stride, r, u1, rows, dy, y, x, residual, v);
+    load_units<V, U>(w, r, rows, dy, y, x, residual, v);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t unit = r + int64_t{u} * rows;
-      if (unit >= u1) continue;
+      if (unit >= w.u1) continue;
       float dxv[V], dzv[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) {
+        const int a = kChannels ? k : 0;
         float xhat;
-        backward_terms(v[u][k], x != nullptr, m, rs, act, dzv[k], xhat);
-        dxv[k] = scale * (dzv[k] - mean_dz - xhat * mean_dz_xhat);
+        backward_terms(v[u][k], x != nullptr, m[a], rs[a], act, dzv[k], xhat);
+        dxv[k] = scale[a] * (dzv[k] - mean_dz[a] - xhat * mean_dz_xhat[a]);
       }
-      store_unit<V>(dx, base, unit, p.stride, dxv);
-      if (dz_out) store_unit<V>(dz_out, base, unit, p.stride, dzv);
+      store_unit<V>(dx, w.base + unit * w.step, dxv);
+      if (dz_out) store_unit<V>(dz_out, w.base + unit * w.step, dzv);
     }
   }
 }

@@ -132,10 +132,11 @@ Outputs run(const Case& c, const torch::Tensor& x0, const torch::Tensor& w0, con
 
 TEST(InstanceNormActCuda, FusedMatchesFloat64ReferenceInOutputAndEveryGradient) {
   if (!cuda_here()) GTEST_SKIP() << "no CUDA in this build or machine";
-  // Planes of odd lengths (one element a load), and of multiples of 8 (NCDHW: 16-byte loads of
-  // half, 4 or 8 floats), the last over many chunks a plane.
-  const std::vector<std::vector<int64_t>> shapes = {
-      {2, 3, 5, 7, 9}, {1, 16, 12, 12, 12}, {2, 40, 6, 5, 7}, {3, 1, 9, 4, 3}, {2, 2, 40, 40, 24}};
+  // Planes and channel counts of odd lengths (one element a load), and of multiples of 8 (16-byte
+  // loads of half, 4 or 8 floats: rows of an NCDHW plane, channels of a channels-last row): a plane
+  // over many chunks, and 264 channels (a tile of 256, then one of 8).
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3, 5, 7, 9}, {1, 16, 12, 12, 12}, {2, 40, 6, 5, 7},
+                                                    {3, 1, 9, 4, 3}, {2, 2, 40, 40, 24},  {1, 264, 6, 5, 4}};
   std::vector<Case> cases;
   for (const auto& shape : shapes)
     for (const bool cl : {false, true})
@@ -169,7 +170,7 @@ TEST(InstanceNormActCuda, FusedMatchesFloat64ReferenceInOutputAndEveryGradient) 
     EXPECT_EQ(got.y.strides(), got.dx.strides()) << describe(c);
     ++checked;
   }
-  EXPECT_EQ(checked, 5 * 2 * 3 * 3 * 2 * 2);
+  EXPECT_EQ(checked, 6 * 2 * 3 * 3 * 2 * 2);
 }
 
 // A plane whose length allows 16-byte loads, in a tensor that starts one element past an aligned

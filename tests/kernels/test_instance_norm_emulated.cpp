@@ -82,15 +82,17 @@ Reference reference(const NormCase& c) {
   return ref;
 }
 
-// The kernels on float data as the launchers run them, V elements a thread's row unit (V > 1:
-// 16-byte loads along NCDHW planes on a GPU; here the same indexing), against the reference.
-template <int V>
+// The kernels on float data as the launchers run them, V elements a thread's unit (V > 1: one
+// 16-byte access on a GPU, of rows along an NCDHW plane or of channels of a channels-last row; here
+// the same indexing), against the reference.
+template <int V, bool kChannels>
 void check_kernels(const NormCase& c, const Reference& ref) {
   const std::string what = describe(c) + " V " + std::to_string(V);
   const NormShape s =
       norm_shape(c.shape[0], c.shape[1], ref.x.numel() / (c.shape[0] * c.shape[1]), c.channels_last, c.batch);
-  ASSERT_TRUE(V == 1 || (!c.channels_last && s.s % V == 0)) << what;
-  const Tiling t = tiling(s, kSms);
+  ASSERT_EQ(kChannels, V > 1 && c.channels_last) << what;
+  ASSERT_EQ((c.channels_last ? s.c : s.s) % V, 0) << what;
+  const Tiling t = tiling(s, kSms, kChannels ? V : 1);
   const auto xf = ref.x.to(torch::kFloat), rf = c.residual ? ref.r.to(torch::kFloat) : torch::Tensor();
   const auto gf = ref.g.to(torch::kFloat);
   const auto wf = c.affine ? ref.w.to(torch::kFloat) : torch::Tensor(),
@@ -104,13 +106,14 @@ void check_kernels(const NormCase& c, const Reference& ref) {
   act.slope = static_cast<float>(kSlope);
   const EmulatedDim3 grid{static_cast<unsigned>(t.tiles), static_cast<unsigned>(t.chunks), 1};
   const EmulatedDim3 per_plane{static_cast<unsigned>((planes + 255) / 256), 1, 1};
-  emulate_launch(grid, kThreads, [&] { forward_stats<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(ws)); });
+  emulate_launch(grid, kThreads,
+                 [&] { forward_stats<float, V, kChannels>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(ws)); });
   emulate_launch(per_plane, 256, [&] {
     forward_finalize<float>(s, t.chunks, ptr(xf), ptr(ws), static_cast<float>(kEps), ptr(mean), ptr(rstd));
   });
   emulate_launch(grid, kThreads, [&] {
-    forward_apply<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(wf), ptr(bf), ptr(rf), act, ptr(mean),
-                            ptr(rstd), ptr(y));
+    forward_apply<float, V, kChannels>(s, t.tc, t.rows, t.chunk_rows, ptr(xf), ptr(wf), ptr(bf), ptr(rf), act,
+                                       ptr(mean), ptr(rstd), ptr(y));
   });
   EXPECT_LT(relative_error(y, ref.y), 2e-5) << "y, " << what;
 
@@ -121,13 +124,14 @@ void check_kernels(const NormCase& c, const Reference& ref) {
   auto sum_dz = torch::full({planes}, std::nanf("")), sum_dz_xhat = torch::full({planes}, std::nanf(""));
   const float* xk = keep_x ? ptr(xf) : nullptr;
   emulate_launch(grid, kThreads, [&] {
-    backward_reduce<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), act,
-                              ptr(ws));
+    backward_reduce<float, V, kChannels>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean),
+                                         ptr(rstd), act, ptr(ws));
   });
   emulate_launch(per_plane, 256, [&] { backward_finalize(planes, t.chunks, ptr(ws), ptr(sum_dz), ptr(sum_dz_xhat)); });
   emulate_launch(grid, kThreads, [&] {
-    backward_apply<float, V>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean), ptr(rstd), ptr(wf),
-                             act, ptr(sum_dz), ptr(sum_dz_xhat), ptr(dx), c.residual ? ptr(dz) : nullptr);
+    backward_apply<float, V, kChannels>(s, t.tc, t.rows, t.chunk_rows, ptr(gf), ptr(y), xk, ptr(rf), ptr(mean),
+                                        ptr(rstd), ptr(wf), act, ptr(sum_dz), ptr(sum_dz_xhat), ptr(dx),
+                                        c.residual ? ptr(dz) : nullptr);
   });
   EXPECT_LT(relative_error(dx, ref.dx), 1e-4) << "dx, " << what;
   if (c.residual) {
@@ -149,15 +153,21 @@ void check_kernels(const NormCase& c, const Reference& ref) {
   }
 }
 
-// Every unit width the launcher may pick for the case: one element, and along NCDHW planes whose
-// length allows it 4 and 8 (float's and half's 16 bytes).
+// Every unit the launcher may pick for the case: one element, and 4 or 8 (float's and half's 16
+// bytes) where the NCDHW plane's length or the channels-last row's channels allow it.
 int check(const NormCase& c) {
   const Reference ref = reference(c);
-  check_kernels<1>(c, ref);
+  check_kernels<1, false>(c, ref);
   int widths = 1;
-  const std::int64_t s = ref.x.numel() / (c.shape[0] * c.shape[1]);
-  if (!c.channels_last && s % 4 == 0) check_kernels<4>(c, ref), ++widths;
-  if (!c.channels_last && s % 8 == 0) check_kernels<8>(c, ref), ++widths;
+  const std::int64_t length = c.channels_last ? c.shape[1] : ref.x.numel() / (c.shape[0] * c.shape[1]);
+  if (length % 4 == 0) {
+    c.channels_last ? check_kernels<4, true>(c, ref) : check_kernels<4, false>(c, ref);
+    ++widths;
+  }
+  if (length % 8 == 0) {
+    c.channels_last ? check_kernels<8, true>(c, ref) : check_kernels<8, false>(c, ref);
+    ++widths;
+  }
   return widths;
 }
 
@@ -175,8 +185,13 @@ TEST(NormKernelsEmulated, BatchNormAsOneInstanceAndInstanceNormMatchFloat64) {
   runs += check({{3, 2, 16, 16, 10}, false, true, Act::kLeakyReLU, true, true});
   runs += check({{2, 3, 6, 6, 6}, false, false, Act::kLeakyReLU, true, true});
   runs += check({{1, 2, 26, 10, 10}, false, false, Act::kNone, false, true});
-  // Units of 4 and 8 ran wherever a plane's length allowed them (all NCDHW cases but 6 x 7 x 5).
-  EXPECT_EQ(runs, 1 + 1 + 1 + 3 + 3 + 3 + 3);
+  // Channels-last instance norm: 16 channels (units of 8: two threads a row), and 264 channels (33
+  // units of 8: a tile of 32 threads' 256 channels, then one of 8).
+  runs += check({{2, 16, 6, 6, 6}, true, false, Act::kReLU, true, true});
+  runs += check({{1, 264, 4, 4, 3}, true, false, Act::kLeakyReLU, true, false});
+  // Units of 4 and 8 ran wherever the shape allowed them: every case but 3 channels, and the NCDHW
+  // plane of 6 x 7 x 5.
+  EXPECT_EQ(runs, 1 + 3 + 1 + 3 + 3 + 3 + 3 + 3 + 3);
 }
 
 TEST(NormKernelsEmulated, AnNcdhwBatchSplitsEverySamplesPlaneAlike) {
