@@ -342,6 +342,66 @@ TEST(PatchTokens, EqualTheConvolutionsTokensAndGradients) {
   EXPECT_THROW(patch_tokens(torch::randn({1, 1, 10, 16}), torch::randn({4, 1, 4, 4}), {}), c10::Error);
 }
 
+// pointwise_conv (MedNeXt's 1x1x1 convolutions under --kernels fused) gives the convolution's output
+// in the input's layout and the same gradients, NCDHW (a product per sample) and channels-last (one
+// product over the voxels, the bias in it), in 2D and 3D, with and without a bias.
+TEST(PointwiseConv, EqualsTheConvolutionInBothLayoutsWithItsGradients) {
+  torch::manual_seed(5);
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{2, 3, 5, 6}, {3, 4, 5, 6, 7}, {1, 1, 2, 3, 4}})
+    for (const bool channels_last : {false, true})
+      for (const bool with_bias : {false, true}) {
+        SCOPED_TRACE(c10::str(shape, " channels-last ", channels_last, " bias ", with_bias));
+        const auto format = shape.size() == 5 ? c10::MemoryFormat::ChannelsLast3d : c10::MemoryFormat::ChannelsLast;
+        auto x = torch::randn(shape, f64);
+        if (channels_last) x = x.contiguous(format);
+        x.requires_grad_(true);
+        std::vector<int64_t> wshape(shape.size(), 1);
+        wshape[0] = 6, wshape[1] = shape[1];
+        const auto w = torch::randn(wshape, f64).requires_grad_(true);
+        const auto b = with_bias ? torch::randn({6}, f64).requires_grad_(true) : torch::Tensor();
+        const auto expected = shape.size() == 4 ? torch::conv2d(x, w, b) : torch::conv3d(x, w, b);
+        const auto got = pointwise_conv(x, w, b);
+        ASSERT_EQ(got.sizes(), expected.sizes());
+        EXPECT_TRUE(torch::allclose(got, expected, 1e-12, 1e-12)) << (got - expected).abs().max().item<double>();
+        if (channels_last && shape[1] > 1) {
+          EXPECT_TRUE(got.is_contiguous(format));
+        } else {
+          EXPECT_TRUE(got.is_contiguous());
+        }
+        const auto dy = torch::randn(expected.sizes(), f64);
+        std::vector<torch::Tensor> inputs{x, w};
+        if (with_bias) inputs.push_back(b);
+        const auto want = torch::autograd::grad({expected}, inputs, {dy});
+        const auto have = torch::autograd::grad({got}, inputs, {dy});
+        for (size_t i = 0; i < want.size(); ++i)
+          EXPECT_TRUE(torch::allclose(have[i], want[i], 1e-12, 1e-12)) << "gradient " << i;
+      }
+  EXPECT_THROW(pointwise_conv(torch::randn({1, 2, 4, 4}), torch::randn({3, 2, 3, 3}), {}), c10::Error);
+}
+
+// On a GPU, under fp16 autocast as MedNeXt trains (apply_pointwise in the default --kernels fused):
+// a half result of the convolution's value (float64 reference), in both layouts.
+TEST(PointwiseConv, CudaHalfUnderAutocastMatchesTheConvolution) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  torch::manual_seed(6);
+  torch::nn::Conv3d conv(torch::nn::Conv3dOptions(16, 32, 1));
+  conv->to(torch::kCUDA);
+  for (const bool channels_last : {false, true}) {
+    auto x = torch::randn({2, 16, 12, 10, 8}, torch::kCUDA);
+    if (channels_last) x = x.contiguous(c10::MemoryFormat::ChannelsLast3d);
+    const auto want =
+        torch::conv3d(x.to(torch::kDouble), conv->weight.to(torch::kDouble), conv->bias.to(torch::kDouble));
+    compat::set_autocast(torch::kCUDA, true, torch::kHalf);
+    const auto got = apply_pointwise(conv, x);
+    compat::set_autocast(torch::kCUDA, false, torch::kHalf);
+    at::autocast::clear_cache();
+    EXPECT_EQ(got.scalar_type(), torch::kHalf);
+    const double error = (got.to(torch::kDouble) - want).abs().max().item<double>() / want.abs().max().item<double>();
+    EXPECT_LT(error, 2e-3) << "channels-last " << channels_last;
+  }
+}
+
 }  // namespace
 }  // namespace voxfit::models
 

@@ -70,7 +70,7 @@ kernels::AddNorm apply_add_layer_norm(const nn::LayerNorm& norm, const torch::Te
   return kernels::add_layer_norm(x, residual, norm->weight, norm->bias, norm->options.eps());
 }
 
-bool fused_patch_embedding() { return kernels::kernel_mode() == kernels::KernelMode::kFused; }
+bool convs_as_matmul() { return kernels::kernel_mode() == kernels::KernelMode::kFused; }
 
 torch::Tensor patch_tokens(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t dims = x.dim() - 2;
@@ -94,6 +94,32 @@ torch::Tensor patch_tokens(const torch::Tensor& x, const torch::Tensor& weight, 
   const auto patches = x.reshape(split).permute(order).reshape({x.size(0), tokens, -1});
   return torch::linear(patches, weight.reshape({weight.size(0), -1}),
                        bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::optional<torch::Tensor>());
+}
+
+torch::Tensor pointwise_conv(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const int64_t dims = x.dim() - 2;
+  TORCH_CHECK(dims >= 1 && weight.dim() == x.dim() && weight.size(1) == x.size(1) &&
+                  weight.numel() == weight.size(0) * weight.size(1),
+              "pointwise_conv: expected x [N, C, spatial...] and a weight [out, C, 1...], got ", x.sizes(), " and ",
+              weight.sizes());
+  const int64_t n = x.size(0), in = x.size(1), out = weight.size(0);
+  const auto w = weight.reshape({out, in});
+  std::vector<int64_t> last{0}, back{0, dims + 1};  // [N, C, s...] <-> [N, s..., C]
+  for (int64_t d = 0; d < dims; ++d) last.push_back(2 + d), back.push_back(1 + d);
+  last.push_back(1);
+  const auto rows = x.permute(last);
+  if (!x.is_contiguous() && rows.is_contiguous()) {  // channels-last: [voxels, in] rows, one product
+    const auto flat = rows.reshape({-1, in});
+    auto y = bias.defined() ? torch::addmm(bias, flat, w.t()) : torch::mm(flat, w.t());
+    auto shape = rows.sizes().vec();
+    shape.back() = out;
+    return y.view(shape).permute(back);
+  }
+  auto shape = x.sizes().vec();
+  shape[1] = out;
+  auto y = torch::bmm(w.expand({n, out, in}), x.contiguous().view({n, in, -1}));
+  if (bias.defined()) y.add_(bias.view({1, out, 1}));
+  return y.view(shape);
 }
 
 torch::Tensor apply_conv(nn::AnyModule& conv, const torch::Tensor& x, int64_t stride, bool with_bias) {

@@ -57,7 +57,7 @@ torch::Tensor MedNeXtBlockImpl::forward(const torch::Tensor& x) {
   } else {
     y = norm_(y);
   }
-  y = conv3_(torch::gelu(conv2_(y)));
+  y = apply_pointwise(conv3_, torch::gelu(apply_pointwise(conv2_, y)));
   if (stride_ == 1) return x + y;
   if (stride_ == 2) return y + res_conv_(x);
   // Up: each path is 2n - 1 long; one zero in front of every axis makes it 2n (MONAI's F.pad).

@@ -38,8 +38,8 @@ torch::nn::AnyModule make_conv(int spatial_dims, const ConvSpec& spec);
 /// which keep the parameter (their checkpoints have it). `--kernels aten` adds it: the reference.
 bool norm_cancels_conv_bias(const torch::nn::AnyModule& norm);
 
-/// True where embed_patches takes the matrix product (`--kernels fused`).
-bool fused_patch_embedding();
+/// True where embed_patches and apply_pointwise take their matrix products (`--kernels fused`).
+bool convs_as_matmul();
 
 /// A make_conv convolution (not transposed) of x with `stride`, without its bias unless `with_bias`.
 torch::Tensor apply_conv(torch::nn::AnyModule& conv, const torch::Tensor& x, int64_t stride, bool with_bias = true);
@@ -102,8 +102,26 @@ torch::Tensor patch_tokens(const torch::Tensor& x, const torch::Tensor& weight, 
 /// tokens [B, L, out]: patch_tokens under `--kernels fused`, the module under `--kernels aten`.
 template <typename Conv>
 torch::Tensor embed_patches(Conv& conv, const torch::Tensor& x) {
-  if (fused_patch_embedding()) return patch_tokens(x, conv->weight, conv->bias);
+  if (convs_as_matmul()) return patch_tokens(x, conv->weight, conv->bias);
   return conv(x).flatten(2).transpose(1, 2);
+}
+
+/// A pointwise convolution (kernel 1, stride 1, no padding) of x [N, in, spatial...]: `weight`
+/// [out, in, 1...], `bias` [out] or undefined; the result in x's layout. As matrix products: in NCDHW
+/// one per sample, W [out, in] x X [in, voxels] (a batched product over the samples, no layout
+/// change); in channels-last one over all voxels, X [voxels, in] x W^T with the bias in the
+/// product's epilogue. The same sums in another order: cuDNN runs NCDHW 1x1x1 convolutions on NHWC
+/// kernels with a transpose each way, 8% of a MedNeXt-S step on an H200 (performance-notes 44).
+torch::Tensor pointwise_conv(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+/// A pointwise Conv module (Conv2d / Conv3d, kernel 1, stride 1, no padding) of x: pointwise_conv
+/// for CUDA tensors under `--kernels fused` (the transposes are cuDNN's; on the CPU oneDNN's
+/// convolution stays, and with it the CPU's memory behaviour the estimates are fitted to), the
+/// module otherwise.
+template <typename Conv>
+torch::Tensor apply_pointwise(Conv& conv, const torch::Tensor& x) {
+  if (convs_as_matmul() && x.is_cuda()) return pointwise_conv(x, conv->weight, conv->bias);
+  return conv(x);
 }
 
 /// Fills `t` from N(0, std) truncated to [a, b] (absolute bounds, as timm's and MONAI's
