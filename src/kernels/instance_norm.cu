@@ -9,7 +9,7 @@
 // fill the GPU, and the activation and residual add ride along for free.
 //
 // Each pass is one launch over the same grid: x = the instances (NCDHW: one plane; channels-last:
-// one sample and a tile of up to 32 channels), y = chunks of the spatial rows (batch norm in NCDHW:
+// one sample and a tile of up to 32 threads' channels), y = chunks of the spatial rows (batch norm in NCDHW:
 // chunks of each sample's plane of the channel, NormShape::samples). A block's partial
 // sums go to a workspace and a finalize launch adds them in a fixed order (no atomics: the same
 // input gives the same bits). A thread loads 16 bytes at once where the shape and every pointer

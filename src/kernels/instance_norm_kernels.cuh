@@ -162,9 +162,9 @@ __device__ void block_partials(bool active, int ty, int64_t plane, float v0, flo
   sh0[tid] = v0;
   sh1[tid] = v1;
   __syncthreads();
-  int span = 1;
-  while (span < rows) span <<= 1;
-  for (int off = span >> 1; off > 0; off >>= 1) {
+  int reach = 1;
+  while (reach < rows) reach <<= 1;
+  for (int off = reach >> 1; off > 0; off >>= 1) {
     const int t = tid / tc, lane = tid % tc;
     if (t < off && t + off < rows && t < rows) {
       sh0[t * tc + lane] += sh0[(t + off) * tc + lane];
