@@ -9,13 +9,13 @@
 // fill the GPU, and the activation and residual add ride along for free.
 //
 // Each pass is one launch over the same grid: x = the instances (NCDHW: one plane; channels-last:
-// one sample and a tile of up to 32 threads' channels), y = chunks of the spatial rows (batch norm in NCDHW:
-// chunks of each sample's plane of the channel, NormShape::samples). A block's partial
+// one sample and a tile of up to 32 threads' channels), y = chunks of the spatial rows (batch norm
+// in NCDHW: chunks of each sample's plane of the channel, NormShape::samples). A block's partial
 // sums go to a workspace and a finalize launch adds them in a fixed order (no atomics: the same
-// input gives the same bits). A thread loads 16 bytes at once where the shape and every pointer
-// allow (vector_width; performance-notes 43): consecutive rows of an NCDHW plane, or consecutive
-// channels of a channels-last row. Statistics use sums shifted by the instance's
-// first element, so a large mean relative to the spread costs no precision.
+// input at the same 16-byte alignment gives the same bits). A thread loads 16 bytes at once where
+// the shape and every pointer allow (vector_width; performance-notes 43): consecutive rows of an
+// NCDHW plane, or consecutive channels of a channels-last row. Statistics use sums shifted by the
+// instance's first element, so a large mean relative to the spread costs no precision.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
